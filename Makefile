@@ -1,0 +1,25 @@
+# Two commands do everything on a fresh machine:  `make demo`  and  `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?= -q
+
+.PHONY: install demo test bench
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch first (pinned), so no loose range can pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev,onnx,plot]"
+	touch $@
+
+demo: install
+	$(VENV)/bin/litebert demo --out runs/demo
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(PY) benchmarks/run_all.py

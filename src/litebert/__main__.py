@@ -1,0 +1,5 @@
+import sys
+
+from litebert.cli import main
+
+sys.exit(main())

@@ -1,0 +1,275 @@
+"""`AlbertConfig`: the one typed description of an ALBERT model, its named presets, and its JSON forms.
+
+Three JSON dialects are read and written:
+- ours (`to_json`/`from_json`): every field below, verbatim;
+- the official `albert_config.json` of google-research/albert (`from_official_json`/`to_official_dict`);
+- Hugging Face `config.json` with `model_type: "albert"` (`from_hf_dict`/`to_hf_dict`).
+
+Naming of activations follows Hugging Face: "gelu_new" is the tanh approximation (what the official TF code
+calls "gelu"), "gelu" is the exact erf form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from litebert.errors import ConfigError
+
+ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "linear")
+SHARING_MODES = ("all", "attention", "ffn", "none")
+PROBLEM_TYPES = ("single_label_classification", "regression", "multi_label_classification")
+
+
+@dataclass
+class AlbertConfig:
+    vocab_size: int = 30000
+    embedding_size: int = 128  # E: width of the token/position/type embeddings
+    hidden_size: int = 768  # H: width of the transformer
+    num_hidden_layers: int = 12  # L: how many times a layer is applied
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu_new"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    # Cross-layer sharing. "all": G groups of K blocks, layer i runs group int(i*G/L) (the official schedule).
+    # "attention"/"ffn": only that sub-layer follows the group schedule; the other has one copy per layer.
+    # "none": every layer has its own parameters (BERT).
+    sharing: str = "all"
+    num_hidden_groups: int = 1  # G
+    inner_group_num: int = 1  # K
+    # The official code creates the E->H projection only when E != H; Hugging Face always has one. None = E != H.
+    embedding_projection: bool | None = None
+    classifier_dropout_prob: float = 0.1
+    num_labels: int = 2
+    problem_type: str | None = None
+    label_names: list[str] | None = None
+    qa_answerability: bool = False  # SQuAD v2.0: add a has-answer head on [CLS]
+    gradient_checkpointing: bool = False
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        ints = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "max_position_embeddings", "type_vocab_size", "num_hidden_groups",
+                "inner_group_num", "num_labels")
+        for name in ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"config field '{name}' must be a positive integer, got {value!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ConfigError(f"config field '{name}' must be in [0, 1), got {value!r}")
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+                raise ConfigError(f"config field '{name}' must be a positive number, got {value!r}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"config field 'hidden_act' is {self.hidden_act!r}; expected one of {ACTIVATIONS}")
+        if self.sharing not in SHARING_MODES:
+            raise ConfigError(f"config field 'sharing' is {self.sharing!r}; expected one of {SHARING_MODES}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}")
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ConfigError(
+                f"config: num_hidden_groups {self.num_hidden_groups} > num_hidden_layers {self.num_hidden_layers}")
+        if self.sharing == "none" and self.num_hidden_groups not in (1, self.num_hidden_layers):
+            raise ConfigError("config: sharing 'none' gives every layer its own parameters, so num_hidden_groups "
+                              f"must be 1 or num_hidden_layers ({self.num_hidden_layers}), got {self.num_hidden_groups}")
+        if self.embedding_projection is False and self.embedding_size != self.hidden_size:
+            raise ConfigError(f"config: embedding_projection is false but embedding_size {self.embedding_size} != "
+                              f"hidden_size {self.hidden_size}")
+        if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
+            raise ConfigError(f"config field 'problem_type' is {self.problem_type!r}; expected one of {PROBLEM_TYPES}")
+        if self.label_names is not None and len(self.label_names) != self.num_labels:
+            raise ConfigError(f"config: {len(self.label_names)} label_names for num_labels {self.num_labels}")
+        if self.pad_token_id < 0 or self.pad_token_id >= self.vocab_size:
+            raise ConfigError(f"config field 'pad_token_id' {self.pad_token_id} is outside the vocab")
+
+    # ------------------------------------------------------------------ derived facts
+    @property
+    def has_projection(self) -> bool:
+        if self.embedding_projection is None:
+            return self.embedding_size != self.hidden_size
+        return self.embedding_projection
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def hf_compatible(self) -> bool:
+        """Hugging Face's AlbertModel can only express full-block sharing (with 'none' as G == L)."""
+        return self.sharing in ("all", "none")
+
+    def replace(self, **changes: Any) -> "AlbertConfig":
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "AlbertConfig":
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    # ------------------------------------------------------------------ our JSON
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "AlbertConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{source}: unknown config field(s) {unknown}")
+        try:
+            return cls(**data)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        except TypeError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    def to_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps({"format": "litebert", **self.to_dict()}, indent=2) + "\n")
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "AlbertConfig":
+        """Reads any of the three dialects, recognising each by its keys."""
+        data = _read_json(path)
+        if data.get("model_type") == "albert":
+            return cls.from_hf_dict(data, source=str(path))
+        if data.get("format") == "litebert":
+            data = {k: v for k, v in data.items() if k != "format"}
+            return cls.from_dict(data, source=str(path))
+        if "vocab_size" in data and "hidden_size" in data and "sharing" not in data:
+            return cls.from_official_dict(data, source=str(path))
+        return cls.from_dict(data, source=str(path))
+
+    # ------------------------------------------------------------------ official albert_config.json
+    @classmethod
+    def from_official_dict(cls, data: dict[str, Any], source: str = "albert_config.json") -> "AlbertConfig":
+        act = data.get("hidden_act", "gelu")
+        act = {"gelu": "gelu_new"}.get(act, act)  # official "gelu" is the tanh approximation
+        fields = {name: data[name] for name in _OFFICIAL_FIELDS if name in data}
+        missing = [name for name in ("vocab_size", "hidden_size") if name not in data]
+        if missing:
+            raise ConfigError(f"{source}: missing field(s) {missing}")
+        return cls.from_dict({**fields, "hidden_act": act}, source=source)
+
+    @classmethod
+    def from_official_json(cls, path: str | Path) -> "AlbertConfig":
+        return cls.from_official_dict(_read_json(path), source=str(path))
+
+    def to_official_dict(self) -> dict[str, Any]:
+        if self.sharing not in ("all", "none"):
+            raise ConfigError(f"sharing {self.sharing!r} has no official albert_config.json form")
+        if self.hidden_act == "gelu":
+            raise ConfigError("the official code has no exact-erf gelu; its 'gelu' is our 'gelu_new'")
+        data = {name: getattr(self, name) for name in _OFFICIAL_FIELDS}
+        data["hidden_act"] = {"gelu_new": "gelu"}.get(self.hidden_act, self.hidden_act)
+        if self.sharing == "none":
+            data["num_hidden_groups"] = self.num_hidden_layers
+        return data
+
+    # ------------------------------------------------------------------ Hugging Face config.json
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> "AlbertConfig":
+        fields = {name: data[name] for name in _OFFICIAL_FIELDS + _HF_EXTRA_FIELDS if name in data}
+        if "id2label" in data and isinstance(data["id2label"], dict):
+            labels = [data["id2label"][k] for k in sorted(data["id2label"], key=int)]
+            fields["num_labels"] = len(labels)
+            if labels != [f"LABEL_{i}" for i in range(len(labels))]:
+                fields["label_names"] = labels
+        elif "num_labels" in data:
+            fields["num_labels"] = data["num_labels"]
+        if fields.get("classifier_dropout_prob") is None:
+            fields.pop("classifier_dropout_prob", None)
+        fields.update({k: data[k] for k in _LITEBERT_HF_EXTRAS if k in data})
+        return cls.from_dict(fields, source=source)
+
+    def to_hf_dict(self, architecture: str | None = None) -> dict[str, Any]:
+        if not self.hf_compatible:
+            raise ConfigError(f"sharing {self.sharing!r} cannot be expressed in Hugging Face's AlbertConfig "
+                              "(it only shares whole blocks); save with format='litebert'")
+        data: dict[str, Any] = {"model_type": "albert"}
+        if architecture:
+            data["architectures"] = [architecture]
+        data.update({name: getattr(self, name) for name in _OFFICIAL_FIELDS + _HF_EXTRA_FIELDS})
+        if self.sharing == "none":
+            data["num_hidden_groups"] = self.num_hidden_layers
+        labels = self.label_names or [f"LABEL_{i}" for i in range(self.num_labels)]
+        data["id2label"] = {str(i): name for i, name in enumerate(labels)}
+        data["label2id"] = {name: i for i, name in enumerate(labels)}
+        data.update({"bos_token_id": 2, "eos_token_id": 3, "position_embedding_type": "absolute"})
+        # Fields HF ignores but we need to round-trip a fine-tuned model.
+        data.update({k: getattr(self, k) for k in _LITEBERT_HF_EXTRAS})
+        return data
+
+
+_OFFICIAL_FIELDS = ["vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+                    "num_attention_heads", "intermediate_size", "inner_group_num", "hidden_act",
+                    "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
+                    "type_vocab_size", "initializer_range"]
+_HF_EXTRA_FIELDS = ["layer_norm_eps", "classifier_dropout_prob", "pad_token_id", "problem_type"]
+_LITEBERT_HF_EXTRAS = ["qa_answerability"]
+
+
+def _read_json(path: str | Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object at the top level")
+    return data
+
+
+def _albert(hidden: int, layers: int, heads: int, v2: bool, **extra: Any) -> dict[str, Any]:
+    dropout = 0.0 if v2 else 0.1
+    return dict(vocab_size=30000, embedding_size=128, hidden_size=hidden, num_hidden_layers=layers,
+                num_attention_heads=heads, intermediate_size=4 * hidden, hidden_act="gelu_new",
+                hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, **extra)
+
+
+def _bert(hidden: int, layers: int, heads: int) -> dict[str, Any]:
+    return dict(vocab_size=30000, embedding_size=hidden, hidden_size=hidden, num_hidden_layers=layers,
+                num_attention_heads=heads, intermediate_size=4 * hidden, hidden_act="gelu",
+                hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, sharing="none")
+
+
+# The released configs (google-research/albert, TF-Hub assets). v1 xxlarge already had dropout 0.
+PRESETS: dict[str, dict[str, Any]] = {
+    "albert-base-v1": _albert(768, 12, 12, v2=False),
+    "albert-base-v2": _albert(768, 12, 12, v2=True),
+    "albert-large-v1": _albert(1024, 24, 16, v2=False),
+    "albert-large-v2": _albert(1024, 24, 16, v2=True),
+    "albert-xlarge-v1": _albert(2048, 24, 16, v2=False),
+    "albert-xlarge-v2": _albert(2048, 24, 16, v2=True),
+    "albert-xxlarge-v1": _albert(4096, 12, 64, v2=True),
+    "albert-xxlarge-v2": _albert(4096, 12, 64, v2=True),
+    "bert-base": _bert(768, 12, 12),
+    "bert-large": _bert(1024, 24, 16),
+    # Small enough to pretrain for a few minutes on a laptop CPU (the shape of brightmart's albert_tiny).
+    "albert-tiny": dict(vocab_size=30000, embedding_size=128, hidden_size=312, num_hidden_layers=4,
+                        num_attention_heads=12, intermediate_size=1248, hidden_act="gelu_new"),
+}
+PRESETS["albert-base"] = PRESETS["albert-base-v2"]
+PRESETS["albert-large"] = PRESETS["albert-large-v2"]
+PRESETS["albert-xlarge"] = PRESETS["albert-xlarge-v2"]
+PRESETS["albert-xxlarge"] = PRESETS["albert-xxlarge-v2"]

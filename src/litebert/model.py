@@ -1,0 +1,461 @@
+"""ALBERT in one file: embeddings, attention, feed-forward, the shared encoder, the pooler and every head.
+
+Shapes: B batch, L sequence length, E embedding width, H hidden width, I FFN width, V vocab, P masked positions
+per sequence, C choices.
+
+The two ideas of ALBERT live here:
+- factorized embeddings: tokens are embedded at width E and projected to H once (`Encoder.project_in`);
+- cross-layer sharing: `Encoder` holds a few attention and FFN sub-layers and a schedule that says which ones
+  each of the L layers applies (`layer_schedule`).
+
+The model runs on one device and knows nothing about DDP, autocast or compile: the training code applies those.
+Loading and saving (`from_pretrained`/`save_pretrained`) live in `litebert.pretrained`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from litebert.config import AlbertConfig
+
+
+@dataclass
+class AlbertOutput:
+    loss: torch.Tensor | None = None
+    sequence_output: torch.Tensor | None = None  # [B, L, H]
+    pooled_output: torch.Tensor | None = None  # [B, H]
+    mlm_logits: torch.Tensor | None = None  # [B, P, V] at masked positions, or [B, L, V]
+    sop_logits: torch.Tensor | None = None  # [B, 2]
+    logits: torch.Tensor | None = None  # task logits: [B, num_labels], [B, L, num_labels], [B, C] or [B] (QA v2)
+    start_logits: torch.Tensor | None = None  # [B, L]
+    end_logits: torch.Tensor | None = None  # [B, L]
+    mlm_loss: torch.Tensor | None = None
+    sop_loss: torch.Tensor | None = None
+
+    def to_dict(self) -> dict[str, torch.Tensor]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def activation(name: str):
+    return {
+        "gelu_new": lambda x: F.gelu(x, approximate="tanh"),  # the official "gelu"
+        "gelu": F.gelu,
+        "relu": F.relu,
+        "tanh": torch.tanh,
+        "linear": lambda x: x,
+    }[name]
+
+
+# ---------------------------------------------------------------------------------------------- the encoder
+
+
+class Embeddings(nn.Module):
+    """Token + position + segment embeddings at width E, then LayerNorm (ALBERT keeps E small: V*E, not V*H)."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        E = config.embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, E)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        L = input_ids.shape[1]
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)  # [B, L, E]
+        x = x + self.position_embeddings.weight[:L]  # positions 0..L-1, broadcast over the batch
+        return self.dropout(self.norm(x))
+
+
+class Attention(nn.Module):
+    """Self-attention with its residual and post-LayerNorm. Q, K and V come from one fused [3H, H] matmul."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        H = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.qkv = nn.Linear(H, 3 * H)
+        self.out = nn.Linear(H, H)
+        self.norm = nn.LayerNorm(H, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.attn_dropout = config.attention_probs_dropout_prob
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        B, L, H = x.shape
+        # [B, L, 3H] -> 3 x [B, heads, L, head_dim]
+        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, H // self.num_heads).permute(2, 0, 3, 1, 4)
+        p = self.attn_dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B, heads, L, head_dim]
+        y = y.transpose(1, 2).reshape(B, L, H)
+        return self.norm(x + self.dropout(self.out(y)))
+
+
+class FeedForward(nn.Module):
+    """H -> I -> H with its residual and post-LayerNorm."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.act = activation(config.hidden_act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.dropout(self.down(self.act(self.up(x)))))
+
+
+def layer_schedule(config: AlbertConfig) -> list[tuple[int, int]]:
+    """For each block application, which attention and which FFN sub-layer it uses.
+
+    There are L layers, each applying K blocks in turn (K = inner_group_num). Layer i belongs to group
+    g = int(i * G / L), the official rule. A shared sub-layer is indexed by (group, inner block): g*K + k;
+    an unshared one by (layer, inner block): i*K + k. So "all" with G groups has G*K attention and G*K FFN
+    sub-layers, "none" has L*K of each, and "attention"/"ffn" mix the two.
+    """
+    L, G, K = config.num_hidden_layers, config.num_hidden_groups, config.inner_group_num
+    schedule = []
+    for i in range(L):
+        g = int(i * G / L)
+        for k in range(K):
+            shared, own = g * K + k, i * K + k
+            attn = shared if config.sharing in ("all", "attention") else own
+            ffn = shared if config.sharing in ("all", "ffn") else own
+            schedule.append((attn, ffn))
+    return schedule
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.project_in = nn.Linear(config.embedding_size, config.hidden_size) if config.has_projection else None
+        self.schedule = layer_schedule(config)
+        n_attn = 1 + max(a for a, _ in self.schedule)
+        n_ffn = 1 + max(f for _, f in self.schedule)
+        self.attention = nn.ModuleList(Attention(config) for _ in range(n_attn))
+        self.ffn = nn.ModuleList(FeedForward(config) for _ in range(n_ffn))
+        self.gradient_checkpointing = config.gradient_checkpointing
+
+    def block(self, x: torch.Tensor, mask: torch.Tensor | None, attn: int, ffn: int) -> torch.Tensor:
+        return self.ffn[ffn](self.attention[attn](x, mask))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        if self.project_in is not None:
+            x = self.project_in(x)  # [B, L, E] -> [B, L, H]
+        for attn, ffn in self.schedule:
+            if self.gradient_checkpointing and self.training:
+                x = checkpoint(self.block, x, mask, attn, ffn, use_reentrant=False)
+            else:
+                x = self.block(x, mask, attn, ffn)
+        return x
+
+
+class Pooler(nn.Module):
+    """[CLS] -> dense -> tanh: the sentence representation the SOP and classification heads read."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(sequence_output[:, 0]))
+
+
+def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """[B, L] of 1 (token) / 0 (padding) -> boolean [B, 1, 1, L] that SDPA broadcasts over heads and queries.
+
+    None means "attend everywhere", which lets SDPA pick its fastest kernel; pass None for unpadded batches.
+    """
+    if attention_mask is None:
+        return None
+    return attention_mask[:, None, None, :].to(torch.bool)
+
+
+class PreTrainedAlbert(nn.Module):
+    """Shared by every class: config, official initialisation, and the load/save entry points."""
+
+    config: AlbertConfig
+
+    def init_weights(self) -> None:
+        self.apply(self._init_module)
+
+    def _init_module(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            # The official code uses tf.truncated_normal_initializer: cut at two standard deviations.
+            nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    @classmethod
+    def from_pretrained(cls, path, **config_overrides: Any):
+        from litebert.pretrained import load_pretrained
+
+        return load_pretrained(cls, path, **config_overrides)
+
+    def save_pretrained(self, path, format: str = "auto", tokenizer=None) -> None:
+        from litebert.pretrained import save_pretrained
+
+        save_pretrained(self, path, format=format, tokenizer=tokenizer)
+
+    def num_parameters(self, exclude_heads: bool = False) -> int:
+        module = self.albert if exclude_heads and hasattr(self, "albert") else self
+        return sum(p.numel() for p in module.parameters())
+
+
+class AlbertModel(PreTrainedAlbert):
+    """Embeddings -> encoder -> pooler. `num_parameters()` of this class is the paper's parameter count."""
+
+    def __init__(self, config: AlbertConfig, add_pooler: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.encoder = Encoder(config)
+        self.pooler = Pooler(config) if add_pooler else None
+        self.init_weights()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> AlbertOutput:
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)  # [B, L, E]
+        x = self.encoder(x, attention_mask_for_sdpa(attention_mask))  # [B, L, H]
+        pooled = self.pooler(x) if self.pooler is not None else None  # [B, H]
+        return AlbertOutput(sequence_output=x, pooled_output=pooled)
+
+
+# ---------------------------------------------------------------------------------------------- heads
+
+
+class MaskedLMHead(nn.Module):
+    """H -> E -> V. The decoder matrix is the word-embedding table itself (tied), plus a bias of its own."""
+
+    def __init__(self, config: AlbertConfig, word_embeddings: nn.Embedding):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.embedding_size)
+        self.act = activation(config.hidden_act)
+        self.norm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.word_embeddings = [word_embeddings]  # a list, so the tied table is not registered twice
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        x = self.norm(self.act(self.dense(hidden)))  # [..., E]
+        return F.linear(x, self.word_embeddings[0].weight, self.bias)  # [..., V]
+
+
+def gather_positions(sequence_output: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """[B, L, H] at [B, P] -> [B, P, H]. The sparse MLM head runs only here: P ~ 0.15 L, so V-wide logits cost
+    ~7x less than at every position."""
+    index = positions.unsqueeze(-1).expand(-1, -1, sequence_output.shape[-1])
+    return torch.gather(sequence_output, 1, index)
+
+
+def masked_lm_loss(mlm_logits: torch.Tensor, masked_ids: torch.Tensor, masked_weights: torch.Tensor,
+                   denominator: torch.Tensor | float | None = None) -> torch.Tensor:
+    """Sum of cross-entropy over real masked tokens, divided by `denominator`.
+
+    The default denominator is the number of real masked tokens here. A training loop that accumulates
+    micro-batches or runs data-parallel passes the count over the whole global batch instead, so the gradient
+    equals that of one big batch.
+    """
+    per_token = F.cross_entropy(mlm_logits.flatten(0, -2).float(), masked_ids.flatten(), reduction="none")
+    weights = masked_weights.flatten().to(per_token.dtype)
+    if denominator is None:
+        denominator = weights.sum().clamp_min(1.0)
+    return (per_token * weights).sum() / denominator
+
+
+class AlbertForPreTraining(PreTrainedAlbert):
+    """MLM + sentence-order prediction (the same 2-way head serves NSP in ablations)."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config)
+        self.mlm = MaskedLMHead(config, self.albert.embeddings.word_embeddings)
+        self.sop = nn.Linear(config.hidden_size, 2)  # no dropout: the official SOP head has none
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masked_positions=None,
+                masked_ids=None, masked_weights=None, sop_labels=None, labels=None,
+                mlm_denominator=None) -> AlbertOutput:
+        """`masked_positions` [B, P] selects where MLM logits are computed; `masked_ids`/`masked_weights` [B, P]
+        are their targets. HF-style `labels` [B, L] with -100 for "not masked" also works (dense head)."""
+        out = self.albert(input_ids, attention_mask, token_type_ids)
+        seq = out.sequence_output
+        hidden = gather_positions(seq, masked_positions) if masked_positions is not None else seq
+        out.mlm_logits = self.mlm(hidden)
+        out.sop_logits = self.sop(out.pooled_output)
+        if labels is not None and masked_ids is None:
+            masked_ids, masked_weights = labels.clamp_min(0), (labels != -100).float()
+        if masked_ids is not None:
+            weights = masked_weights if masked_weights is not None else torch.ones_like(masked_ids, dtype=torch.float)
+            out.mlm_loss = masked_lm_loss(out.mlm_logits, masked_ids, weights, mlm_denominator)
+            out.loss = out.mlm_loss
+        if sop_labels is not None:
+            out.sop_loss = F.cross_entropy(out.sop_logits.float(), sop_labels, ignore_index=-100)
+            out.loss = out.sop_loss if out.loss is None else out.loss + out.sop_loss
+        return out
+
+
+class AlbertForMaskedLM(PreTrainedAlbert):
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config, add_pooler=False)
+        self.mlm = MaskedLMHead(config, self.albert.embeddings.word_embeddings)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masked_positions=None,
+                masked_ids=None, masked_weights=None, labels=None) -> AlbertOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids)
+        seq = out.sequence_output
+        out.mlm_logits = self.mlm(gather_positions(seq, masked_positions) if masked_positions is not None else seq)
+        if labels is not None and masked_ids is None:
+            masked_ids, masked_weights = labels.clamp_min(0), (labels != -100).float()
+        if masked_ids is not None:
+            weights = masked_weights if masked_weights is not None else torch.ones_like(masked_ids, dtype=torch.float)
+            out.loss = out.mlm_loss = masked_lm_loss(out.mlm_logits, masked_ids, weights)
+        return out
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type: str) -> torch.Tensor:
+    if problem_type == "regression":
+        return F.mse_loss(logits.float().squeeze(-1), labels.float())
+    if problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+    return F.cross_entropy(logits.float(), labels, ignore_index=-100)
+
+
+def infer_problem_type(config: AlbertConfig, labels: torch.Tensor) -> str:
+    if config.problem_type:
+        return config.problem_type
+    if config.num_labels == 1:
+        return "regression"
+    return "single_label_classification" if labels.dtype in (torch.long, torch.int) else "multi_label_classification"
+
+
+class AlbertForSequenceClassification(PreTrainedAlbert):
+    """Pooled [CLS] -> dropout -> linear. Single-label, regression (num_labels 1) or multi-label."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> AlbertOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids)
+        out.logits = self.classifier(self.dropout(out.pooled_output))  # [B, num_labels]
+        if labels is not None:
+            out.loss = classification_loss(out.logits, labels, infer_problem_type(self.config, labels))
+        return out
+
+
+class AlbertForTokenClassification(PreTrainedAlbert):
+    """Every token -> dropout -> linear (NER). Labels are -100 where a token is not scored (sub-words, specials)."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config, add_pooler=False)
+        self.dropout = nn.Dropout(config.classifier_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> AlbertOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids)
+        out.logits = self.classifier(self.dropout(out.sequence_output))  # [B, L, num_labels]
+        if labels is not None:
+            out.loss = F.cross_entropy(out.logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        return out
+
+
+class AlbertForQuestionAnswering(PreTrainedAlbert):
+    """Span head (start/end logits per token). With `config.qa_answerability`, a has-answer head on the pooled
+    [CLS] as well (SQuAD v2.0): its logit is `logits` [B], trained with BCE against `is_impossible`."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config, add_pooler=config.qa_answerability)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        if config.qa_answerability:
+            self.answer_class = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.Tanh(),
+                                              nn.Dropout(config.classifier_dropout_prob),
+                                              nn.Linear(config.hidden_size, 1))
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, start_positions=None,
+                end_positions=None, is_impossible=None) -> AlbertOutput:
+        out = self.albert(input_ids, attention_mask, token_type_ids)
+        start, end = self.qa_outputs(out.sequence_output).unbind(-1)  # 2 x [B, L]
+        if attention_mask is not None:  # padding can never be an answer
+            start = start.masked_fill(attention_mask == 0, torch.finfo(start.dtype).min)
+            end = end.masked_fill(attention_mask == 0, torch.finfo(end.dtype).min)
+        out.start_logits, out.end_logits = start, end
+        if self.config.qa_answerability:
+            out.logits = self.answer_class(out.pooled_output).squeeze(-1)  # [B]
+        if start_positions is not None and end_positions is not None:
+            L = start.shape[1]
+            span = (F.cross_entropy(start.float(), start_positions.clamp(0, L - 1))
+                    + F.cross_entropy(end.float(), end_positions.clamp(0, L - 1))) / 2
+            out.loss = span
+            if self.config.qa_answerability and is_impossible is not None:
+                out.loss = span + 0.5 * F.binary_cross_entropy_with_logits(out.logits.float(), is_impossible.float())
+        return out
+
+
+class AlbertForMultipleChoice(PreTrainedAlbert):
+    """Each (context, choice) pair [B, C, L] is encoded on its own; pooled -> linear -> one score per choice."""
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> AlbertOutput:
+        B, C, L = input_ids.shape
+        flat = lambda t: t.reshape(B * C, L) if t is not None else None  # noqa: E731
+        out = self.albert(flat(input_ids), flat(attention_mask), flat(token_type_ids))
+        out.logits = self.classifier(self.dropout(out.pooled_output)).view(B, C)  # [B, C]
+        if labels is not None:
+            out.loss = F.cross_entropy(out.logits.float(), labels)
+        return out
+
+
+MODEL_CLASSES = {cls.__name__: cls for cls in (
+    AlbertModel, AlbertForPreTraining, AlbertForMaskedLM, AlbertForSequenceClassification,
+    AlbertForTokenClassification, AlbertForQuestionAnswering, AlbertForMultipleChoice)}
+
+
+def model_flops_per_token(config: AlbertConfig, seq_len: int, masked_fraction: float | None = None) -> float:
+    """Training FLOPs per token (forward + backward = 3x forward, 2 FLOPs per multiply-add).
+
+    Counts every matmul: the E->H projection, per layer QKV/out/FFN plus attention scores (2*L*H each way),
+    the pooler is negligible; the MLM head at a `masked_fraction` of positions (None: every position).
+    Sharing does not change FLOPs: a shared layer is still applied L times.
+    """
+    E, H, I, V = config.embedding_size, config.hidden_size, config.intermediate_size, config.vocab_size
+    layers = config.num_hidden_layers * config.inner_group_num
+    per_layer = 2 * (4 * H * H + 2 * H * I) + 2 * 2 * seq_len * H
+    proj = 2 * E * H if config.has_projection else 0
+    mlm = (2 * H * E + 2 * E * V) * (1.0 if masked_fraction is None else masked_fraction)
+    return 3.0 * (proj + layers * per_layer + mlm)
+
+

@@ -1,0 +1,179 @@
+"""Model directories: `config.json` + `model.safetensors` (+ tokenizer files), in one of two formats.
+
+- "hf": Hugging Face names and config, so stock `transformers` loads the directory (tied weights stored once).
+- "litebert": our own names and config, for what HF cannot express (attention-only or FFN-only sharing, the
+  SQuAD v2 answerability head).
+
+Loading a task model from a directory written for another head (say a classifier from a pretraining checkpoint)
+keeps the encoder, initialises the new head and reports both lists in `model.load_report`; an encoder tensor
+that is missing or has the wrong shape is an error naming the file and the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from litebert.config import AlbertConfig
+from litebert.convert import hf_to_ours, needs_projection, ours_to_hf
+from litebert.errors import CheckpointError, LitebertError
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+HEAD_PREFIXES = ("mlm.", "sop.", "classifier.", "qa_outputs.", "answer_class.")
+
+
+def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:
+    """(config, format) of a model directory."""
+    config_path = Path(path) / CONFIG_NAME
+    try:
+        data = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{config_path}: not found; is {path} a model directory?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{config_path}: not valid JSON ({exc})") from None
+    if data.get("model_type") == "albert":
+        return AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
+    if data.get("format") == "litebert":
+        fields = {k: v for k, v in data.items() if k not in ("format", "architecture")}
+        return AlbertConfig.from_dict(fields, source=str(config_path)), "litebert"
+    raise CheckpointError(f"{config_path}: neither a Hugging Face ALBERT config (model_type 'albert') nor a "
+                          "litebert one; for an official albert_config.json use `litebert convert`")
+
+
+def load_tensors(file: str | Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    if not Path(file).is_file():
+        raise CheckpointError(f"{file}: weights file not found")
+    try:
+        return load_file(str(file))
+    except Exception as exc:  # safetensors raises its own error types for truncated or corrupt headers
+        raise CheckpointError(f"{file}: cannot read safetensors ({exc}); the file is truncated or corrupt") from None
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], file: str | Path, metadata: dict[str, str] | None = None) -> None:
+    """Write safetensors atomically: to a temp file, fsync, then rename over the target."""
+    from safetensors.torch import save_file
+
+    file = Path(file)
+    tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
+    tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    try:
+        save_file(tensors, str(tmp), metadata={"format": "pt", **(metadata or {})})
+        _fsync(tmp)
+        os.replace(tmp, file)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CheckpointError(f"{file}: cannot write weights ({exc.strerror or exc})") from None
+
+
+def write_text_atomic(file: str | Path, text: str) -> None:
+    file = Path(file)
+    tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        _fsync(tmp)
+        os.replace(tmp, file)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CheckpointError(f"{file}: cannot write ({exc.strerror or exc})") from None
+
+
+def _fsync(file: Path) -> None:
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=None) -> None:
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    config: AlbertConfig = model.config
+    state = model.state_dict()
+    hf_ok = config.hf_compatible and not any(k.startswith("answer_class.") for k in state)
+    if format == "auto":
+        format = "hf" if hf_ok else "litebert"
+    if format == "hf":
+        if not hf_ok:
+            raise LitebertError(f"cannot save in Hugging Face format: sharing={config.sharing!r}"
+                                + (" with the answerability head" if config.sharing in ("all", "none") else "")
+                                + " has no HF equivalent; use format='litebert' (or 'auto')")
+        tensors = ours_to_hf(state, config)
+        if ("sop.weight" in state or "qa_outputs.weight" in state) and config.num_labels != 2:
+            # HF sizes its SOP and span heads by num_labels; both are 2-way here.
+            config = config.replace(num_labels=2, label_names=None)
+        config_dict = config.to_hf_dict(architecture=type(model).__name__)
+    elif format == "litebert":
+        tensors = state
+        config_dict = {"format": "litebert", "architecture": type(model).__name__, **config.to_dict()}
+    else:
+        raise LitebertError(f"unknown model format {format!r}; use 'auto', 'hf' or 'litebert'")
+    save_tensors(tensors, path / WEIGHTS_NAME)
+    write_text_atomic(path / CONFIG_NAME, json.dumps(config_dict, indent=2) + "\n")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(path)
+
+
+def load_pretrained(cls, path: str | Path, **config_overrides: Any):
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: model directory not found")
+    config, fmt = read_model_config(path)
+    weights_file = path / WEIGHTS_NAME
+    tensors = load_tensors(weights_file)
+    if fmt == "hf":
+        if config.embedding_size == config.hidden_size and config.embedding_projection is None:
+            config = config.replace(embedding_projection=needs_projection(tensors, config))
+        state, ignored = hf_to_ours(tensors, config, source=str(weights_file))
+    else:
+        state, ignored = tensors, []
+    changed_head = any(k in config_overrides for k in ("num_labels", "label_names", "problem_type",
+                                                       "qa_answerability"))
+    config = config.replace(**config_overrides) if config_overrides else config
+    model = cls(config)
+    state = _match_prefix(state, model)
+    expected = model.state_dict()
+    report = {"format": fmt, "ignored": ignored, "initialised": [], "unused": []}
+    for name, tensor in list(state.items()):
+        if name not in expected:
+            if name.startswith(HEAD_PREFIXES) or name.startswith("albert.pooler."):
+                report["unused"].append(name)  # another class's head (or pooler): not an error
+                del state[name]
+                continue
+            raise CheckpointError(f"{weights_file}: unexpected tensor {name!r} for {cls.__name__}")
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            if name.startswith(HEAD_PREFIXES) and changed_head:
+                report["initialised"].append(name)  # a new label set: start that head afresh
+                del state[name]
+                continue
+            raise CheckpointError(f"{weights_file}: tensor {name!r} has shape {tuple(tensor.shape)}, the model "
+                                  f"expects {tuple(expected[name].shape)}")
+    for name in expected:
+        if name not in state:
+            if name.startswith(HEAD_PREFIXES) or name.startswith(("albert.pooler.", "pooler.")):
+                if name not in report["initialised"]:
+                    report["initialised"].append(name)
+            else:
+                raise CheckpointError(f"{weights_file}: tensor {name!r} is missing")
+    model.load_state_dict(state, strict=False)
+    model.load_report = report
+    return model
+
+
+def _match_prefix(state: dict[str, torch.Tensor], model) -> dict[str, torch.Tensor]:
+    """A bare AlbertModel has no `albert.` prefix; a task model does. Accept either on disk."""
+    wants_prefix = hasattr(model, "albert")
+    has_prefix = any(k.startswith("albert.") for k in state)
+    if wants_prefix and not has_prefix:
+        return {("albert." + k if not k.startswith(HEAD_PREFIXES) else k): v for k, v in state.items()}
+    if not wants_prefix and has_prefix:
+        return {k[len("albert."):]: v for k, v in state.items() if k.startswith("albert.")} | {
+            k: v for k, v in state.items() if not k.startswith("albert.")}
+    return state
