@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -56,27 +56,16 @@ def load_tensors(file: str | Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{file}: cannot read safetensors ({exc}); the file is truncated or corrupt") from None
 
 
-def save_tensors(tensors: dict[str, torch.Tensor], file: str | Path, metadata: dict[str, str] | None = None) -> None:
-    """Write safetensors atomically: to a temp file, fsync, then rename over the target."""
+def _write_safetensors(tensors: dict[str, torch.Tensor], file: Path) -> None:
     from safetensors.torch import save_file
 
-    file = Path(file)
-    tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
-    tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    try:
-        save_file(tensors, str(tmp), metadata={"format": "pt", **(metadata or {})})
-        _fsync(tmp)
-        os.replace(tmp, file)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CheckpointError(f"{file}: cannot write weights ({exc.strerror or exc})") from None
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(file), metadata={"format": "pt"})
 
 
-def write_text_atomic(file: str | Path, text: str) -> None:
-    file = Path(file)
+def _atomic(file: Path, write: Callable[[Path], None]) -> None:
     tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        write(tmp)
         _fsync(tmp)
         os.replace(tmp, file)
     except OSError as exc:
@@ -92,11 +81,13 @@ def _fsync(file: Path) -> None:
         os.close(fd)
 
 
-def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=None) -> None:
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+def model_files(model, format: str = "auto") -> dict[str, Callable[[Path], None]]:
+    """The files of a model directory, each as a function that writes it at a given path.
+
+    `save_pretrained` runs them into a directory; a training checkpoint runs them inside its atomic save.
+    """
     config: AlbertConfig = model.config
-    state = model.state_dict()
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     hf_ok = config.hf_compatible and not any(k.startswith("answer_class.") for k in state)
     if format == "auto":
         format = "hf" if hf_ok else "litebert"
@@ -115,25 +106,43 @@ def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=Non
         config_dict = {"format": "litebert", "architecture": type(model).__name__, **config.to_dict()}
     else:
         raise LitebertError(f"unknown model format {format!r}; use 'auto', 'hf' or 'litebert'")
-    save_tensors(tensors, path / WEIGHTS_NAME)
-    write_text_atomic(path / CONFIG_NAME, json.dumps(config_dict, indent=2) + "\n")
+    config_text = json.dumps(config_dict, indent=2) + "\n"
+    return {
+        WEIGHTS_NAME: lambda path: _write_safetensors(tensors, path),
+        CONFIG_NAME: lambda path: path.write_text(config_text, encoding="utf-8"),
+    }
+
+
+def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=None) -> None:
+    """Write a model directory; each file lands atomically (temp file, fsync, rename)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    for name, write in model_files(model, format).items():
+        _atomic(path / name, write)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
+
+
+def read_model_state(path: str | Path) -> tuple[AlbertConfig, str, dict[str, torch.Tensor], list[str]]:
+    """(config, format, state dict in our names, ignored HF tensors) of a model directory."""
+    path = Path(path)
+    config, fmt = read_model_config(path)
+    weights_file = path / WEIGHTS_NAME
+    tensors = load_tensors(weights_file)
+    if fmt == "litebert":
+        return config, fmt, tensors, []
+    if config.embedding_size == config.hidden_size and config.embedding_projection is None:
+        config = config.replace(embedding_projection=needs_projection(tensors, config))
+    state, ignored = hf_to_ours(tensors, config, source=str(weights_file))
+    return config, fmt, state, ignored
 
 
 def load_pretrained(cls, path: str | Path, **config_overrides: Any):
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"{path}: model directory not found")
-    config, fmt = read_model_config(path)
+    config, fmt, state, ignored = read_model_state(path)
     weights_file = path / WEIGHTS_NAME
-    tensors = load_tensors(weights_file)
-    if fmt == "hf":
-        if config.embedding_size == config.hidden_size and config.embedding_projection is None:
-            config = config.replace(embedding_projection=needs_projection(tensors, config))
-        state, ignored = hf_to_ours(tensors, config, source=str(weights_file))
-    else:
-        state, ignored = tensors, []
     changed_head = any(k in config_overrides for k in ("num_labels", "label_names", "problem_type",
                                                        "qa_answerability"))
     config = config.replace(**config_overrides) if config_overrides else config

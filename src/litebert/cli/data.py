@@ -1,0 +1,75 @@
+"""`litebert data build` (corpus -> token store) and `litebert data info` (a store's meta and stats)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("data", help="build and inspect pretraining token stores")
+    sub = parser.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+
+    build = sub.add_parser(
+        "build", help="tokenize a corpus into a memory-mapped token store",
+        description="Plain text: one sentence per line, blank line between documents. JSONL (.jsonl/.json): one "
+                    "document per line in a 'text' field, cut into sentences. .gz/.bz2/.xz are read transparently.")
+    build.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files, folders or globs")
+    build.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer dir (or spiece.model/vocab.txt)")
+    build.add_argument("--out", required=True, metavar="STORE", help="store directory to write")
+    build.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="tokenizing processes")
+    build.add_argument("--validation-fraction", type=float, default=0.01, metavar="F",
+                       help="share of documents held out as the validation split (default 0.01)")
+    build.add_argument("--on-bad-utf8", choices=("error", "replace", "skip"), default="error",
+                       help="invalid UTF-8 lines: stop (default), replace bad bytes with U+FFFD, or skip the line")
+    build.add_argument("--seed", type=int, default=0, help="seed of the validation split")
+    build.add_argument("--max-sentence-tokens", type=int, default=512,
+                       help="cut longer sentences at word starts (default 512)")
+    build.add_argument("--min-doc-tokens", type=int, default=2, help="skip shorter documents (default 2)")
+    build.add_argument("--min-doc-sentences", type=int, default=1, help="skip documents with fewer sentences")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    build.add_argument("--quiet", action="store_true", help="no progress line")
+    build.set_defaults(func=_build)
+
+    info = sub.add_parser("info", help="print a store's tokenizer, settings and counts")
+    info.add_argument("store", metavar="STORE")
+    info.set_defaults(func=_info)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from litebert.data.store import build_store, format_report
+
+    t0 = time.perf_counter()
+
+    def progress(done: int) -> None:
+        rate = done / 1e6 / max(time.perf_counter() - t0, 1e-9)
+        print(f"\r{done / 1e6:8.1f} MB  {rate:6.2f} MB/s", end="", file=sys.stderr, flush=True)
+
+    store = build_store(
+        args.input, args.tokenizer, args.out, workers=args.workers, validation_fraction=args.validation_fraction,
+        on_bad_utf8=args.on_bad_utf8, seed=args.seed, max_sentence_tokens=args.max_sentence_tokens,
+        min_doc_tokens=args.min_doc_tokens, min_doc_sentences=args.min_doc_sentences, overwrite=args.overwrite,
+        progress=None if args.quiet else progress)
+    seconds = time.perf_counter() - t0
+    if not args.quiet:
+        print(file=sys.stderr)
+    print(format_report(store.stats))
+    mb = store.stats["input"]["bytes"] / 1e6
+    print(f"wrote      {store.path} in {seconds:.1f} s ({mb / seconds:.2f} MB/s with {args.workers} worker(s))")
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from litebert.data.store import TokenStore, format_report
+
+    store = TokenStore.open(args.store)
+    tok = store.meta["tokenizer"]
+    print(f"store    {store.path}")
+    print(f"tokens   {store.meta['dtype']}, vocab {tok['vocab_size']} ({tok['class']}, "
+          f"fingerprint {tok['fingerprint'][:16]})")
+    print("build    " + ", ".join(f"{k}={v}" for k, v in store.meta["build"].items() if k != "inputs"))
+    if store.stats:
+        print(format_report(store.stats))
+    return 0

@@ -1,0 +1,86 @@
+"""`litebert tokenizer train | encode`: train an ALBERT SentencePiece model, or inspect how a text tokenizes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from litebert.errors import ConfigError
+
+
+def _spm_option(text: str) -> tuple[str, object]:
+    """KEY=VALUE, the value parsed as JSON when it parses (numbers, true/false, lists), else kept as a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. split_digits=true")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("tokenizer", help="train or try a tokenizer")
+    sub = parser.add_subparsers(dest="tokenizer_command", required=True, metavar="ACTION")
+
+    train = sub.add_parser("train", help="train a unigram SentencePiece model with ALBERT's settings",
+                           description="Train a unigram SentencePiece model (pad 0, unk 1, [CLS] 2, [SEP] 3, "
+                                       "[MASK] 4, ALBERT's user symbols, coverage 0.99995) and write a tokenizer "
+                                       "dir in Hugging Face layout.")
+    train.add_argument("--input", nargs="+", required=True, metavar="FILE",
+                       help="text files, one sentence per line (.gz/.bz2/.xz are read directly)")
+    train.add_argument("--out", required=True, metavar="DIR", help="output tokenizer directory")
+    train.add_argument("--vocab-size", type=int, default=30000, help="number of pieces (default 30000)")
+    train.add_argument("--character-coverage", type=float, default=None, help="default 0.99995 (ALBERT's)")
+    train.add_argument("--input-sentence-size", type=int, default=None,
+                       help="sentences sampled from the corpus (default 10,000,000); bounds memory")
+    train.add_argument("--model-type", choices=("unigram", "bpe", "char", "word"), default=None,
+                       help="default unigram")
+    train.add_argument("--num-threads", type=int, default=None, help="trainer threads (default: all cores)")
+    train.add_argument("--no-lower-case", action="store_true",
+                       help="keep case (the tokenizer then encodes with do_lower_case=False too)")
+    train.add_argument("--on-bad-utf8", choices=("strict", "replace", "skip"), default="strict",
+                       help="invalid UTF-8 lines: stop with file:line (default), replace bad bytes, or skip")
+    train.add_argument("--seed", type=int, default=12345, help="seed of the trainer's sentence sampling")
+    train.add_argument("--spm", type=_spm_option, action="append", default=[], metavar="KEY=VALUE",
+                       help="any other SentencePiece trainer option, repeatable (e.g. --spm hard_vocab_limit=false)")
+    train.add_argument("--verbose", action="store_true", help="show SentencePiece's training log")
+    train.set_defaults(func=_train)
+
+    encode = sub.add_parser("encode", help="show the pieces, ids and offsets of a text")
+    encode.add_argument("--tokenizer", required=True, metavar="DIR",
+                        help="tokenizer dir (or a spiece.model / vocab.txt file)")
+    encode.add_argument("text")
+    encode.add_argument("--pair", default=None, help="second segment")
+    encode.add_argument("--max-length", type=int, default=None)
+    encode.set_defaults(func=_encode)
+
+
+def _train(args) -> int:
+    from litebert.tokenizer import train_sentencepiece
+
+    overrides = {key: value for key, value in (
+        ("character_coverage", args.character_coverage), ("input_sentence_size", args.input_sentence_size),
+        ("model_type", args.model_type), ("num_threads", args.num_threads)) if value is not None}
+    for key, value in args.spm:
+        if key in overrides:
+            raise ConfigError(f"--spm {key}=...: set it with its own flag --{key.replace('_', '-')}")
+        overrides[key] = value
+    result = train_sentencepiece(args.input, args.out, args.vocab_size, do_lower_case=not args.no_lower_case,
+                                 on_bad_utf8=args.on_bad_utf8, seed=args.seed, verbose=args.verbose, **overrides)
+    s = result.stats
+    print(f"wrote {result.out_dir} ({result.vocab_size} pieces) from {len(s.files)} file(s): {s.lines} lines used, "
+          f"{s.blank_lines} blank skipped, {s.too_long_lines} too long skipped, {s.bad_utf8_lines} with bad UTF-8")
+    return 0
+
+
+def _encode(args) -> int:
+    from litebert.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(args.tokenizer)
+    enc = tok.encode(args.text, args.pair, max_length=args.max_length, return_offsets=True)
+    source = [args.text, args.pair]
+    for i, (tid, ttype, (start, end)) in enumerate(zip(enc.input_ids, enc.token_type_ids, enc.offsets)):
+        shown = source[ttype][start:end] if end > start else ""
+        print(f"{i:4d} {tid:6d} {ttype} {tok.id_to_token(tid)!r:24} {start:5d}:{end:<5d} {shown!r}")
+    return 0

@@ -1,0 +1,505 @@
+"""Pretraining examples made on the fly from a token store (stage 2): SOP/NSP pairs, n-gram whole-word masking.
+
+The semantics are those of the official `create_pretraining_data.py` (see reference/anchors-mission.md 2.4), made
+per epoch instead of `dupe_factor` static copies, with its defects fixed:
+
+* every random choice comes from a numpy Generator seeded with SeedSequence((seed, stream, epoch, index)), the n-gram
+  length included (official: unseeded global numpy RNG), so example `index` of epoch `e` is a pure function;
+* the "skip if covered" check really skips (official: a `continue` in an inner loop, a no-op);
+* whole words come from the store's word-start flags (tokenizer.word_start_mask()), not from a Latin-only rule;
+* random replacement tokens never include control/special ids.
+
+Deliberate, documented differences:
+
+* The target length (max_num_tokens, or with short_seq_prob a uniform draw in [2, max_num_tokens]) is drawn per
+  chunk, not once per document and dupe copy, so that the chunk index is a vectorised function of sentence lengths.
+* SOP pairs are truncated before the swap, so a swapped example holds exactly the tokens of its in-order twin with
+  A and B exchanged (official truncates after the swap: on equal lengths that trims the other segment).
+* N-grams stay inside one segment (official lets a 2/3-gram run across [SEP]); at a segment's end only the n that
+  fit are drawn, with p renormalised (official draws a longer n there and gets a duplicated shorter span).
+* nsp mode: when B comes from a random document the rest of the chunk is dropped (official puts it back, which makes
+  the chunk boundaries depend on earlier draws).
+* Single-sentence chunks: official (and our default, single_sentence="random_document") takes B from a random other
+  document and labels it 1, so a few SOP "swapped" labels are really NSP negatives. single_sentence="split" cuts the
+  sentence at a random word start instead and applies the ordinary 50% swap.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple, Sequence, Sized
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from litebert.data.store import StoreSplit, TokenStore
+from litebert.errors import ConfigError, CorpusError, TrainingError
+
+OBJECTIVES = ("sop", "nsp", "none")
+SINGLE_SENTENCE = ("random_document", "split")
+IGNORE_LABEL = -100  # sop_label when objective="none" (ignored by cross-entropy)
+# Stream tags keep the independent random streams apart (they sit before epoch/index in the entropy).
+_CHUNK_STREAM, _EXAMPLE_STREAM, _SAMPLER_STREAM = 1, 2, 3
+
+
+def make_rng(*keys: int) -> np.random.Generator:
+    """A Generator seeded from a tuple of non-negative ints (seed, stream, epoch, index...)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(k) for k in keys])))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Chunk index: which sentences make example i of an epoch
+
+
+@dataclass(frozen=True)
+class ChunkIndex:
+    starts: np.ndarray  # [N] first sentence (global index in the split)
+    ends: np.ndarray  # [N] one past the last sentence
+    targets: np.ndarray  # [N] target length in tokens drawn for the chunk
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_tokens: int, short_seq_prob: float,
+                      rng: np.random.Generator) -> ChunkIndex:
+    """Greedy official chunking, vectorised: sentences accumulate into a chunk until it holds >= target tokens or
+    the document ends; every chunk draws its own target.
+
+    Every sentence s gets the end `nxt[s]` of a chunk that would start at s (one searchsorted over the running token
+    count); the real chunk starts are the orbit of sentence 0 under nxt, found by pointer doubling in
+    O(S log N) numpy work instead of a Python loop over chunks.
+    """
+    num = len(lengths)  # S
+    cum = np.concatenate([[0], np.cumsum(lengths)])  # [S + 1]
+    short = rng.random(num, dtype=np.float32) < short_seq_prob
+    targets = np.where(short, rng.integers(2, max_num_tokens + 1, num), max_num_tokens)  # [S]
+    doc_end = np.repeat(doc_offsets[1:], np.diff(doc_offsets))  # [S] one past the last sentence of s's document
+    nxt = np.searchsorted(cum, cum[:-1] + targets, side="left")  # first end with >= target tokens
+    nxt = np.minimum(np.maximum(nxt, np.arange(1, num + 1)), doc_end)  # [S]
+    jump = np.append(nxt, num)  # [S + 1]: nxt^(2^k); the end node maps to itself
+    on_chain = np.zeros(num + 1, dtype=bool)
+    on_chain[0] = True
+    while not on_chain[num]:  # after round k: every node reachable from 0 in < 2^(k+1) steps is marked
+        on_chain[jump[on_chain]] = True
+        jump = jump[jump]
+    starts = np.flatnonzero(on_chain[:num])
+    return ChunkIndex(starts, nxt[starts], targets[starts])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Truncation and n-gram masking
+
+
+def truncation_counts(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
+    """Tokens the official truncate_seq_pair removes from A and B: always from the longer, B on ties.
+    (Which end each token leaves from is a coin flip per token, i.e. Binomial(k, 1/2) from the front.)"""
+    excess = len_a + len_b - max_num_tokens
+    if excess <= 0:
+        return 0, 0
+    first = min(excess, abs(len_a - len_b))  # until both have the same length
+    remove_a, remove_b = (first, 0) if len_a > len_b else (0, first)
+    rest = excess - first  # then alternately, starting with B
+    return remove_a + rest // 2, remove_b + (rest + 1) // 2
+
+
+def ngram_probabilities(max_ngram: int, favor_shorter: bool = True) -> np.ndarray:
+    """p(n) = (1/n) / sum_k (1/k) for n = 1..max_ngram: 6/11, 3/11, 2/11 for 3 (official favor_shorter_ngram)."""
+    p = 1.0 / np.arange(1, max_ngram + 1)
+    p /= p.sum()
+    return p if favor_shorter else p[::-1].copy()
+
+
+def choose_ngram_spans(word_pos: Sequence[int], word_end: Sequence[int], avail: np.ndarray, budget: int,
+                       pvals: np.ndarray, rng: np.random.Generator) -> list[tuple[int, int, int]]:
+    """Official n-gram selection over whole words. Returns (first word, drawn n, used n) per chosen span.
+
+    Word k covers tokens [word_pos[k], word_end[k]). Candidates are visited in random order; each draws n with
+    p(n) restricted to n <= avail[k] (words left in its segment); n backs off while the span would exceed the
+    budget; spans that touch a covered word are skipped.
+    """
+    num_words = len(word_pos)
+    order = rng.permutation(num_words).tolist()
+    csum = np.cumsum(pvals)  # [N]
+    scaled = rng.random(num_words) * csum[np.asarray(avail) - 1]  # inverse-CDF draw of n for every candidate
+    drawn = (1 + (scaled[:, None] >= csum[None, :-1]).sum(axis=1)).tolist()  # [W]
+    starts, ends = list(word_pos), list(word_end)
+    covered = [False] * num_words
+    spans, used = [], 0
+    for k in order:
+        if used >= budget:
+            break
+        if covered[k]:  # the official check meant to do this, but its `continue` only left an inner loop
+            continue
+        n = drawn[k]
+        while n > 1 and used + ends[k + n - 1] - starts[k] > budget:
+            n -= 1  # back off to a shorter n-gram that fits the budget
+        size = ends[k + n - 1] - starts[k]
+        if used + size > budget or any(covered[k : k + n]):
+            continue
+        covered[k : k + n] = [True] * n
+        used += size
+        spans.append((k, drawn[k], n))
+    return spans
+
+
+@dataclass
+class Masked:
+    input_ids: np.ndarray  # [L] with [MASK] / random / kept tokens at the masked positions
+    positions: np.ndarray  # [M] sorted
+    labels: np.ndarray  # [M] the original ids there
+    spans: list  # (first word, drawn n, used n) per span, for tests and diagnostics
+
+
+def mask_sequence(ids: np.ndarray, word_starts: np.ndarray, maskable: np.ndarray, num_to_predict: int,
+                  pvals: np.ndarray, mask_id: int, replacement_ids: np.ndarray,
+                  rng: np.random.Generator) -> Masked:
+    """N-gram whole-word masking of one sequence, then 80% [MASK] / 10% random non-special token / 10% kept.
+
+    ids, word_starts, maskable: [L]. A word starts at a flagged token or at the first token of a segment; the
+    non-maskable positions ([CLS], [SEP]) separate segments and are never masked.
+    """
+    boundary = ~maskable  # [L]
+    segment_start = np.empty_like(maskable)
+    segment_start[0], segment_start[1:] = True, boundary[:-1]
+    unit_start = maskable & (word_starts | segment_start)  # [L]
+    bounds = np.flatnonzero(unit_start | boundary)
+    first = np.flatnonzero(unit_start[bounds])  # indices into bounds of word starts
+    word_pos = bounds[first]  # [W] first token of each word
+    word_end = np.append(bounds, len(ids))[first + 1]  # [W] the next word start or special token
+    segment = np.cumsum(boundary)[word_pos]  # [W] segment number of each word
+    last_in_segment = np.searchsorted(segment, segment, side="right") - 1
+    avail = np.minimum(len(pvals), last_in_segment - np.arange(len(word_pos)) + 1)
+    word_pos, word_end = word_pos.tolist(), word_end.tolist()
+    spans = choose_ngram_spans(word_pos, word_end, avail, num_to_predict, pvals, rng)
+    positions = np.array(sorted(p for k, _, n in spans for p in range(word_pos[k], word_end[k + n - 1])),
+                         dtype=np.int64)
+    labels = ids[positions]
+    roll = rng.random(len(positions))
+    random_tokens = replacement_ids[rng.integers(0, len(replacement_ids), len(positions))]
+    out = ids.copy()
+    out[positions] = np.where(roll < 0.8, mask_id, np.where(roll < 0.9, labels, random_tokens))
+    return Masked(out, positions, labels, spans)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Dataset
+
+
+class PretrainingDataset(Dataset):
+    """Map-style dataset of pretraining examples; example i of epoch e depends only on (seed, e, i).
+
+    Each item is a dict of numpy arrays: input_ids, token_type_ids, attention_mask [L] (L <= max_seq_length,
+    unpadded), masked_positions, masked_ids, masked_weights [P = max_predictions_per_seq] (padded, weight 0), and
+    sop_label (0 in order / actual next, 1 swapped / random; -100 for objective "none"). len() is the number of
+    chunks of the current epoch, which changes a little from epoch to epoch (targets are re-drawn): call
+    set_epoch(e) before building the epoch's sampler. DataLoader workers get a copy of the dataset when an iterator
+    starts, so with persistent_workers=True set_epoch does not reach them.
+    """
+
+    def __init__(self, store: TokenStore | str | os.PathLike, split: str = "train", max_seq_length: int = 128,
+                 max_predictions_per_seq: int = 20, masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
+                 ngram: int = 3, favor_shorter_ngram: bool = True, objective: str = "sop",
+                 single_sentence: str = "random_document", seed: int = 0, epoch: int = 0):
+        if not isinstance(store, TokenStore):
+            store = TokenStore.open(store)
+        if objective not in OBJECTIVES:
+            raise ConfigError(f"objective={objective!r}: use one of {', '.join(OBJECTIVES)}")
+        if single_sentence not in SINGLE_SENTENCE:
+            raise ConfigError(f"single_sentence={single_sentence!r}: use one of {', '.join(SINGLE_SENTENCE)}")
+        specials = 2 if objective == "none" else 3
+        if max_seq_length < specials + 2:
+            raise ConfigError(f"max_seq_length={max_seq_length}: needs room for {specials} special tokens and 2 more")
+        if not (0 < masked_lm_prob < 1 and 0 <= short_seq_prob <= 1 and ngram >= 1 and max_predictions_per_seq >= 1):
+            raise ConfigError("need 0 < masked_lm_prob < 1, 0 <= short_seq_prob <= 1, ngram >= 1, "
+                              "max_predictions_per_seq >= 1")
+        if seed < 0:
+            raise ConfigError(f"seed={seed}: must be >= 0")
+        self.store, self.split_name = store, split
+        self.split: StoreSplit = store.split(split)
+        if self.split.num_documents == 0:
+            raise CorpusError(f"{store.path}: split {split!r} has no documents (was the store built with "
+                              "--validation-fraction > 0 on enough documents?)")
+        self.max_seq_length, self.max_predictions = max_seq_length, max_predictions_per_seq
+        self.max_num_tokens = max_seq_length - specials
+        self.masked_lm_prob, self.short_seq_prob = masked_lm_prob, short_seq_prob
+        self.objective, self.single_sentence = objective, single_sentence
+        self.seed, self.epoch = seed, epoch
+        self.pvals = ngram_probabilities(ngram, favor_shorter_ngram)
+        self.cls_id, self.sep_id, self.mask_id, self.pad_id = (store.token_id(k) for k in ("cls", "sep", "mask", "pad"))
+        self.replacement_ids = np.setdiff1d(np.arange(store.vocab_size), sorted(store.special_ids))
+        self._cum = self.split.sentence_offsets  # [S + 1]
+        self._docs = self.split.document_offsets  # [D + 1]
+        self._index_cache: dict[int, ChunkIndex] = {}
+
+    # -- epochs ----------------------------------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def chunk_index(self, epoch: int | None = None) -> ChunkIndex:
+        epoch = self.epoch if epoch is None else int(epoch)
+        if epoch not in self._index_cache:
+            if len(self._index_cache) >= 2:
+                self._index_cache.pop(next(iter(self._index_cache)))
+            rng = make_rng(self.seed, _CHUNK_STREAM, epoch)
+            self._index_cache[epoch] = build_chunk_index(self.split.sentence_lengths, self._docs,
+                                                         self.max_num_tokens, self.short_seq_prob, rng)
+        return self._index_cache[epoch]
+
+    def __len__(self) -> int:
+        return len(self.chunk_index())
+
+    def __getitem__(self, index: int) -> dict:
+        return self.example(index)
+
+    @property
+    def collate_fn(self):
+        """collate_pretraining with this store's pad id."""
+        return partial(collate_pretraining, pad_id=self.pad_id)
+
+    # -- one example -----------------------------------------------------------------------------------------------
+    def example(self, index: int, *, epoch: int | None = None, swap: bool | None = None) -> dict:
+        """Example `index` of `epoch` (default: the current one). swap=True/False forces the SOP swap coin
+        (every other random choice stays the same), for tests and inspection."""
+        epoch = self.epoch if epoch is None else int(epoch)
+        chunks = self.chunk_index(epoch)
+        if not 0 <= index < len(chunks):
+            raise IndexError(f"example {index} out of range: epoch {epoch} has {len(chunks)}")
+        rng = make_rng(self.seed, _EXAMPLE_STREAM, epoch, index)
+        s0, s1, target = int(chunks.starts[index]), int(chunks.ends[index]), int(chunks.targets[index])
+        ids, ws = self.split.tokens(s0, s1), self.split.word_starts(s0, s1)  # [C]
+        if self.objective == "none":
+            (ids, ws), = self._truncate([(ids, ws)], rng)
+            return self._finish([ids], [ws], IGNORE_LABEL, rng)
+
+        num_sentences = s1 - s0
+        a_end = int(rng.integers(1, num_sentences)) if num_sentences >= 2 else 1
+        coin = rng.random() < 0.5  # SOP: swap; NSP: B from a random document
+        cut = int(self._cum[s0 + a_end] - self._cum[s0])
+        label = 0
+        if num_sentences == 1 and self.single_sentence == "split" and self.objective == "sop" and len(ids) >= 2:
+            cut = self._random_word_cut(ws, rng)
+            num_sentences = 2  # now an ordinary pair
+        a, b = (ids[:cut], ws[:cut]), (ids[cut:], ws[cut:])
+        if num_sentences == 1 or (self.objective == "nsp" and coin):
+            b = self._random_segment(s0, target - cut, rng)
+            label = 1
+        a, b = self._truncate([a, b], rng)
+        if self.objective == "sop" and num_sentences >= 2 and (coin if swap is None else swap):
+            a, b, label = b, a, 1
+        return self._finish([a[0], b[0]], [a[1], b[1]], label, rng)
+
+    def _random_word_cut(self, ws: np.ndarray, rng: np.random.Generator) -> int:
+        """A cut point in [1, len-1], at a word start when the sentence has one there."""
+        starts = np.flatnonzero(ws[1:]) + 1
+        return int(starts[rng.integers(len(starts))]) if len(starts) else int(rng.integers(1, len(ws)))
+
+    def _random_segment(self, s0: int, target_len: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Official random-next B: a random other document, from a random sentence, until >= target_len tokens."""
+        num_docs = len(self._docs) - 1
+        doc = int(np.searchsorted(self._docs, s0, side="right")) - 1
+        if num_docs > 1:
+            other = int(rng.integers(0, num_docs - 1))
+            doc = other + (other >= doc)
+        d0, d1 = int(self._docs[doc]), int(self._docs[doc + 1])
+        b0 = int(rng.integers(d0, d1))
+        b1 = int(np.searchsorted(self._cum, self._cum[b0] + target_len, side="left"))
+        b1 = min(max(b1, b0 + 1), d1)
+        return self.split.tokens(b0, b1), self.split.word_starts(b0, b1)
+
+    def _truncate(self, segments: list, rng: np.random.Generator) -> list:
+        """Cut the segments to max_num_tokens in total; each removed token leaves from the front or back 50/50."""
+        lengths = [len(s[0]) for s in segments]
+        if len(segments) == 2:
+            counts = truncation_counts(lengths[0], lengths[1], self.max_num_tokens)
+        else:
+            counts = (max(0, lengths[0] - self.max_num_tokens),)
+        out = []
+        for (ids, ws), n, k in zip(segments, lengths, counts):
+            front = int(rng.binomial(k, 0.5)) if k else 0
+            out.append((ids[front : n - (k - front)], ws[front : n - (k - front)]))
+        return out
+
+    def _finish(self, segments: list, word_starts: list, label: int, rng: np.random.Generator) -> dict:
+        """[CLS] A [SEP] (B [SEP]), token types, then masking; pads the prediction slots to P."""
+        length = 1 + sum(len(seg) + 1 for seg in segments)  # L
+        ids = np.empty(length, np.int64)  # [L]
+        flags = np.ones(length, bool)  # [L] word starts (specials: True)
+        maskable = np.zeros(length, bool)  # [L]
+        token_type_ids = np.zeros(length, np.int64)
+        ids[0] = self.cls_id
+        pos = 1
+        for i, (seg, ws) in enumerate(zip(segments, word_starts)):
+            end = pos + len(seg)
+            ids[pos:end], flags[pos:end], maskable[pos:end] = seg, ws, True
+            ids[end] = self.sep_id
+            token_type_ids[pos : end + 1] = i
+            pos = end + 1
+        num_to_predict = min(self.max_predictions, max(1, int(round(length * self.masked_lm_prob))))
+        m = mask_sequence(ids, flags, maskable, num_to_predict, self.pvals, self.mask_id, self.replacement_ids, rng)
+        count = len(m.positions)
+        positions, labels = np.zeros(self.max_predictions, np.int64), np.zeros(self.max_predictions, np.int64)
+        weights = np.zeros(self.max_predictions, np.float32)
+        positions[:count], labels[:count], weights[:count] = m.positions, m.labels, 1.0
+        return {
+            "input_ids": m.input_ids,
+            "token_type_ids": token_type_ids,
+            "attention_mask": np.ones(length, np.int64),
+            "masked_positions": positions,
+            "masked_ids": labels,
+            "masked_weights": weights,
+            "sop_label": label,
+        }
+
+
+def collate_pretraining(examples: Sequence[dict], pad_to: int | None = None, pad_id: int = 0) -> dict:
+    """Stack examples into torch tensors, padding sequences to the longest in the batch (or to pad_to).
+
+    Returns input_ids, token_type_ids, attention_mask [B, L]; masked_positions, masked_ids, masked_weights [B, P];
+    sop_labels [B].
+    """
+    length = max(len(e["input_ids"]) for e in examples)
+    if pad_to is not None:
+        if pad_to < length:
+            raise ConfigError(f"pad_to={pad_to} is shorter than the longest example ({length} tokens)")
+        length = pad_to
+    batch = {}
+    for key, fill in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0)):
+        out = np.full((len(examples), length), fill, dtype=np.int64)  # [B, L]
+        for row, e in zip(out, examples):
+            row[: len(e[key])] = e[key]
+        batch[key] = torch.from_numpy(out)
+    for key in ("masked_positions", "masked_ids", "masked_weights"):
+        batch[key] = torch.from_numpy(np.stack([e[key] for e in examples]))
+    batch["sop_labels"] = torch.tensor([e["sop_label"] for e in examples], dtype=torch.long)
+    return batch
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sampling across ranks, resumable mid-epoch
+
+
+class ResumableSampler(Sampler[int]):
+    """Shuffled (per seed and epoch), rank-sharded indices that can resume mid-epoch exactly.
+
+    Like torch's DistributedSampler: the epoch's order is padded by repeating its head until it divides by
+    world_size (or the tail is dropped with drop_last), and rank r takes positions r, r + W, ... Padding entries
+    are the last `num_padding` of the global order; `padding_mask()` marks them on this rank so evaluation can
+    drop duplicates. num_examples may be an int or a sized object (e.g. the dataset), read at each epoch.
+
+    Position counts indices this sampler has handed out in the current epoch. A DataLoader prefetches, so for an
+    exact resume save `state_dict(consumed=batches_done * batch_size)` rather than the sampler's own position.
+    """
+
+    def __init__(self, num_examples: int | Sized, rank: int = 0, world_size: int = 1, seed: int = 0,
+                 shuffle: bool = True, drop_last: bool = False, start_index: int = 0):
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ConfigError(f"rank={rank}, world_size={world_size}: need 0 <= rank < world_size")
+        if seed < 0:
+            raise ConfigError(f"seed={seed}: must be >= 0")
+        self.source, self.rank, self.world_size = num_examples, rank, world_size
+        self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
+        self.epoch, self.position = 0, int(start_index)
+
+    @property
+    def num_examples(self) -> int:
+        return self.source if isinstance(self.source, int) else len(self.source)
+
+    def _total(self) -> int:
+        n, w = self.num_examples, self.world_size
+        return n // w * w if self.drop_last else math.ceil(n / w) * w
+
+    @property
+    def num_samples(self) -> int:
+        """Indices per rank per epoch."""
+        return self._total() // self.world_size
+
+    @property
+    def num_padding(self) -> int:
+        """Repeated (padding) entries in the whole epoch, across all ranks."""
+        return max(0, self._total() - self.num_examples)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.position = int(epoch), 0
+
+    def global_order(self) -> np.ndarray:
+        """[num_samples * world_size] the epoch's order before sharding, padding included."""
+        n = self.num_examples
+        if self.shuffle:
+            order = make_rng(self.seed, _SAMPLER_STREAM, self.epoch).permutation(n)
+        else:
+            order = np.arange(n)
+        total = self._total()
+        if total > n:
+            order = np.resize(order, total)  # repeats the head, cyclically when needed
+        return order[:total]
+
+    def indices(self) -> np.ndarray:
+        """[num_samples] this rank's indices for the whole epoch."""
+        return self.global_order()[self.rank :: self.world_size]
+
+    def padding_mask(self) -> np.ndarray:
+        """[num_samples] True where this rank's index is a repeat added as padding."""
+        global_position = np.arange(self.rank, self._total(), self.world_size)
+        return global_position >= self.num_examples
+
+    def __iter__(self):
+        indices = self.indices().tolist()
+        if self.position >= len(indices):  # a finished epoch iterated again starts over (like torch)
+            self.position = 0
+        while self.position < len(indices):
+            self.position += 1
+            yield indices[self.position - 1]
+
+    def __len__(self) -> int:
+        return max(0, self.num_samples - self.position)
+
+    def state_dict(self, consumed: int | None = None) -> dict:
+        return {"epoch": self.epoch, "position": self.position if consumed is None else int(consumed),
+                "seed": self.seed, "world_size": self.world_size, "num_examples": self.num_examples,
+                "shuffle": self.shuffle, "drop_last": self.drop_last}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("seed", "world_size", "shuffle", "drop_last"):
+            if key in state and state[key] != getattr(self, key):
+                raise TrainingError(f"sampler state has {key}={state[key]!r} but this run has "
+                                    f"{getattr(self, key)!r}: the saved position would point elsewhere")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        if "num_examples" in state and state["num_examples"] != self.num_examples:
+            raise TrainingError(f"sampler state was saved for {state['num_examples']} examples in epoch "
+                                f"{self.epoch}, this data has {self.num_examples} (call dataset.set_epoch first, "
+                                "or was the store rebuilt?)")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sequence-length phases
+
+
+class Phase(NamedTuple):
+    index: int
+    max_seq_length: int
+
+
+def phase_for_step(step: float, phases: Sequence[tuple[float, int]], total_steps: int | None = None) -> Phase:
+    """The phase a step falls in, for schedules like [(0.9, 128), (0.1, 512)] (90% of steps at 128, then 512).
+
+    step is a fraction of training in [0, 1], or a step number when total_steps is given.
+    """
+    fractions = [float(f) for f, _ in phases]
+    if not phases or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
+        raise ConfigError(f"phases={list(phases)}: need (fraction, max_seq_length) pairs, fractions > 0 summing to 1")
+    if any(int(length) < 5 for _, length in phases):
+        raise ConfigError(f"phases={list(phases)}: max_seq_length must be >= 5")
+    fraction = step / total_steps if total_steps else step
+    if not 0 <= fraction <= 1:
+        raise ConfigError(f"step {step} is outside training (0..{total_steps or 1})")
+    edge = 0.0
+    for i, (f, length) in enumerate(phases):
+        edge += f
+        if fraction < edge - 1e-12:
+            return Phase(i, int(length))
+    return Phase(len(phases) - 1, int(phases[-1][1]))

@@ -1,0 +1,695 @@
+"""The token store: a corpus tokenized once into sharded, memory-mapped arrays (stage 1 of pretraining data).
+
+Layout of a store directory (all arrays little-endian, raw, memory-mapped on open):
+
+    meta.json                       format, tokenizer (fingerprint, vocab size, special ids), build settings, counts
+    stats.json                      what was read, kept and skipped, and why (machine-readable build report)
+    train/00000.tokens.bin          token ids, uint16 when the vocab fits, else int32          [T]
+    train/00000.word_starts.bin     1 bit per token (np.packbits order): token starts a whole word  [ceil(T/8)]
+    train/00000.sentences.bin       int64 token offset of each sentence, then T                [S + 1]
+    train/00000.documents.bin       int64 sentence offset of each document, then S             [D + 1]
+    validation/00000.*              the same for the held-out documents
+
+A document never spans two shards. Documents go to "validation" by a hash of (seed, document ordinal), so the split
+does not depend on chunking or worker count. The build tokenizes in worker processes, streaming a bounded number of
+chunks, and one writer appends the results in input order: memory stays flat and the bytes written are the same
+for any --workers. The store is written into a temporary folder that is renamed into place at the end (meta.json
+is written last), so a crash never leaves a store that opens.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from litebert.data.corpus import Chunk, CorpusReader, split_sentences
+from litebert.errors import CorpusError, TokenizerError
+
+FORMAT = "litebert-token-store"
+VERSION = 1
+SPLITS = ("train", "validation")
+_TOKENS, _WORD_STARTS, _SENTENCES, _DOCUMENTS = "tokens.bin", "word_starts.bin", "sentences.bin", "documents.bin"
+_OFFSET_DTYPE = np.dtype("<i8")
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<i4")
+
+
+def _unit_hash(seed: int, keys: np.ndarray) -> np.ndarray:
+    """A uniform float in [0, 1) per key, from splitmix64(seed, key): stateless, so it suits streaming."""
+    with np.errstate(over="ignore"):
+        x = keys.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Worker side: tokenize one chunk
+
+
+@dataclass
+class EncodedChunk:
+    ids: np.ndarray  # [T] token ids of the kept sentences, concatenated
+    lengths: np.ndarray  # [S] int64 tokens per sentence (all > 0)
+    doc_ids: np.ndarray  # [S] int64 document ordinal per sentence (non-decreasing)
+    num_bytes: int
+    empty_sentences: int  # sentences that tokenized to nothing
+    long_sentences: int  # sentences longer than max_sentence_tokens, cut at word starts
+    cpu_seconds: float = 0.0  # worker CPU time spent on this chunk (for benchmarks; never written to the store)
+    peak_rss_kb: int = 0  # the worker's peak resident memory so far
+
+
+_WORKER: dict = {}
+
+
+def _worker_init(tokenizer, dtype: str, max_sentence_tokens: int) -> None:
+    if isinstance(tokenizer, (str, os.PathLike)):
+        from litebert.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer)
+    _WORKER.update(tokenizer=tokenizer, dtype=np.dtype(dtype), cap=max_sentence_tokens,
+                   word_starts=tokenizer.word_start_mask())
+
+
+def _cut_points(word_starts: np.ndarray, cap: int) -> list[int]:
+    """Piece lengths that cut one over-long sentence into pieces of <= cap tokens, at word starts when possible."""
+    pieces, start, n = [], 0, len(word_starts)
+    while n - start > cap:
+        starts = np.flatnonzero(word_starts[start + 1 : start + cap + 1])
+        cut = start + 1 + int(starts[-1]) if starts.size else start + cap
+        pieces.append(cut - start)
+        start = cut
+    pieces.append(n - start)
+    return pieces
+
+
+def _encode_chunk(chunk: Chunk) -> EncodedChunk:
+    cpu0 = time.process_time()
+    tok, dtype, cap = _WORKER["tokenizer"], _WORKER["dtype"], _WORKER["cap"]
+    if chunk.kind == "documents":  # JSONL: one text per document, cut into sentences here (in parallel)
+        texts, doc_ids = [], []
+        for text, doc_id in zip(chunk.texts, chunk.doc_ids):
+            sentences = split_sentences(text)
+            texts.extend(sentences)
+            doc_ids.extend([doc_id] * len(sentences))
+    else:
+        texts, doc_ids = chunk.texts, chunk.doc_ids
+    rows = tok.encode_ids_batch(texts, num_threads=1)
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    ids = np.fromiter(chain.from_iterable(rows), dtype, int(lengths.sum()))
+    docs = np.asarray(doc_ids, dtype=np.int64)
+    keep = lengths > 0
+    empty = int(len(keep) - keep.sum())
+    lengths, docs = lengths[keep], docs[keep]
+    long_rows = np.flatnonzero(lengths > cap)
+    if long_rows.size:  # rare: cut giant "sentences" (tables, unpunctuated text) so one never fills an example
+        ends = np.cumsum(lengths)
+        new_lengths, new_docs, prev = [], [], 0
+        for i in long_rows:
+            pieces = _cut_points(_WORKER["word_starts"][ids[ends[i] - lengths[i] : ends[i]]], cap)
+            new_lengths += [lengths[prev:i], np.asarray(pieces, np.int64)]
+            new_docs += [docs[prev:i], np.full(len(pieces), docs[i])]
+            prev = i + 1
+        lengths = np.concatenate(new_lengths + [lengths[prev:]])
+        docs = np.concatenate(new_docs + [docs[prev:]])
+    return EncodedChunk(ids, lengths, docs, chunk.num_bytes, empty, int(long_rows.size),
+                        time.process_time() - cpu0, _peak_rss_kb())
+
+
+def _peak_rss_kb() -> int:
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
+
+
+def _ordered_map(fn, items: Iterable, workers: int, initargs: tuple, inflight: int) -> Iterator:
+    """fn over items in worker processes, results in input order, at most `inflight` items in flight (so the
+    reader never runs ahead of the writer: Pool.imap would queue the whole corpus)."""
+    if workers <= 1:
+        _worker_init(*initargs)
+        try:
+            yield from map(fn, items)
+        finally:
+            _WORKER.clear()
+        return
+    # forkserver: workers never inherit the parent's threads (torch/OpenMP) the way plain fork would
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    with multiprocessing.get_context(method).Pool(workers, _worker_init, initargs) as pool:
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.apply_async(fn, (item,)))
+            if len(pending) >= inflight:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writer side
+
+
+class _ShardWriter:
+    """Appends to the four files of one shard."""
+
+    def __init__(self, directory: Path, index: int, dtype: np.dtype):
+        self.name = f"{directory.name}/{index:05d}"
+        self.prefix = directory / f"{index:05d}"
+        self.dtype = dtype
+        self.files = {k: open(f"{self.prefix}.{k}", "wb") for k in (_TOKENS, _WORD_STARTS, _SENTENCES, _DOCUMENTS)}
+        self.tokens = self.sentences = self.documents = 0
+        self._bit_carry = np.zeros(0, dtype=bool)  # < 8 flags waiting for a full byte
+        self._write(_SENTENCES, np.zeros(1, _OFFSET_DTYPE))
+
+    def _write(self, key: str, array: np.ndarray) -> None:
+        self.files[key].write(np.ascontiguousarray(array).data)
+
+    def append(self, ids: np.ndarray, word_starts: np.ndarray, lengths: np.ndarray, new_doc: np.ndarray) -> None:
+        self._write(_TOKENS, ids.astype(self.dtype, copy=False))
+        bits = np.concatenate([self._bit_carry, word_starts])
+        full = len(bits) // 8 * 8
+        self._write(_WORD_STARTS, np.packbits(bits[:full]))
+        self._bit_carry = bits[full:]
+        self._write(_SENTENCES, (self.tokens + np.cumsum(lengths)).astype(_OFFSET_DTYPE))
+        self._write(_DOCUMENTS, (self.sentences + np.flatnonzero(new_doc)).astype(_OFFSET_DTYPE))
+        self.tokens += int(lengths.sum())
+        self.sentences += len(lengths)
+        self.documents += int(new_doc.sum())
+
+    def close(self) -> dict:
+        self._write(_WORD_STARTS, np.packbits(self._bit_carry))
+        self._write(_DOCUMENTS, np.array([self.sentences], _OFFSET_DTYPE))
+        for f in self.files.values():
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+        return {"name": self.name, "documents": self.documents, "sentences": self.sentences, "tokens": self.tokens}
+
+
+class _SplitWriter:
+    """Appends sentences of one split, rolling to a new shard at a document start once a shard is full."""
+
+    def __init__(self, root: Path, name: str, dtype: np.dtype, shard_tokens: int):
+        self.directory = root / name
+        self.dtype, self.shard_tokens = dtype, shard_tokens
+        self.shards: list[dict] = []
+        self.current: _ShardWriter | None = None
+        self.last_doc = -1
+
+    def append(self, ids, word_starts, lengths, docs) -> None:
+        if not len(lengths):
+            return
+        new_doc = np.empty(len(docs), dtype=bool)
+        new_doc[0] = docs[0] != self.last_doc
+        new_doc[1:] = docs[1:] != docs[:-1]
+        self.last_doc = int(docs[-1])
+        token_start = np.cumsum(lengths) - lengths  # [S] offset of each sentence within this call
+        s = t = 0  # sentences / tokens of this call already written
+        while s < len(lengths):
+            if self.current is None:
+                self.directory.mkdir(exist_ok=True)
+                self.current = _ShardWriter(self.directory, len(self.shards), self.dtype)
+            # the first document start (after what this shard already holds) that finds the shard full
+            full = new_doc[s:] & (token_start[s:] - t + self.current.tokens >= self.shard_tokens)
+            if self.current.tokens == 0:
+                full[0] = False
+            cut = s + int(np.argmax(full)) if full.any() else len(lengths)
+            t_cut = int(token_start[cut]) if cut < len(lengths) else len(ids)
+            self.current.append(ids[t:t_cut], word_starts[t:t_cut], lengths[s:cut], new_doc[s:cut])
+            if cut < len(lengths):
+                self.close_shard()
+            s, t = cut, t_cut
+
+    def close_shard(self) -> None:
+        if self.current is not None:
+            self.shards.append(self.current.close())
+            self.current = None
+
+    def summary(self) -> dict:
+        self.close_shard()
+        return {
+            "documents": sum(s["documents"] for s in self.shards),
+            "sentences": sum(s["sentences"] for s in self.shards),
+            "tokens": sum(s["tokens"] for s in self.shards),
+            "shards": self.shards,
+        }
+
+
+class _StoreWriter:
+    """Filters documents (too short for a pair), routes them to train/validation and appends them in order.
+
+    A plain-text document may continue in the next chunk, so the last document of each chunk is held back until
+    it is complete, or until it is long enough to be kept, after which the rest of it streams straight through."""
+
+    def __init__(self, root: Path, dtype: np.dtype, word_start_table: np.ndarray, seed: int,
+                 validation_fraction: float, min_doc_tokens: int, min_doc_sentences: int, shard_tokens: int):
+        self.word_start_table = word_start_table
+        self.seed, self.validation_fraction = seed, validation_fraction
+        self.min_doc_tokens, self.min_doc_sentences = min_doc_tokens, min_doc_sentences
+        self.splits = {name: _SplitWriter(root, name, dtype, shard_tokens) for name in SPLITS}
+        self.pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.accepted_doc = -1  # a document already kept whose sentences may still be arriving
+        self.docs_seen = self.short_docs = self.empty_sentences = self.long_sentences = 0
+        self.num_bytes = 0
+        self.worker_cpu_seconds, self.worker_peak_rss_kb = 0.0, 0
+
+    def add(self, enc: EncodedChunk) -> None:
+        self.num_bytes += enc.num_bytes
+        self.worker_cpu_seconds += enc.cpu_seconds
+        self.worker_peak_rss_kb = max(self.worker_peak_rss_kb, enc.peak_rss_kb)
+        self.empty_sentences += enc.empty_sentences
+        self.long_sentences += enc.long_sentences
+        ids, lengths, docs = enc.ids, enc.lengths, enc.doc_ids
+        if not len(lengths):
+            return
+        if self.pending is not None:
+            ids, lengths, docs = (np.concatenate([p, x]) for p, x in zip(self.pending, (ids, lengths, docs)))
+            self.pending = None
+        head = int(np.searchsorted(docs, self.accepted_doc, side="right"))  # continuation of a kept document
+        if head:
+            t = int(lengths[:head].sum())
+            self._route(ids[:t], lengths[:head], docs[:head])
+            ids, lengths, docs = ids[t:], lengths[head:], docs[head:]
+            if not len(lengths):
+                return
+        cut = int(np.searchsorted(docs, docs[-1], side="left"))  # the last document may be incomplete
+        t_cut = int(lengths[:cut].sum())
+        self._filter_and_route(ids[:t_cut], lengths[:cut], docs[:cut])
+        tail = (ids[t_cut:], lengths[cut:], docs[cut:])
+        if self._long_enough(int(tail[1].sum()), len(tail[1])):
+            self.docs_seen += 1
+            self.accepted_doc = int(docs[-1])
+            self._route(*tail)
+        else:
+            self.pending = tuple(np.array(x) for x in tail)
+
+    def finish(self) -> dict:
+        if self.pending is not None:
+            self._filter_and_route(*self.pending)
+            self.pending = None
+        return {name: writer.summary() for name, writer in self.splits.items()}
+
+    def _long_enough(self, tokens, sentences):
+        return (tokens >= self.min_doc_tokens) & (sentences >= self.min_doc_sentences)
+
+    def _filter_and_route(self, ids, lengths, docs) -> None:
+        """Drop whole documents that are too short to give a segment pair; route the rest."""
+        if not len(lengths):
+            return
+        starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])  # [D] first sentence of each document
+        sizes = np.diff(np.r_[starts, len(docs)])
+        keep_doc = self._long_enough(np.add.reduceat(lengths, starts), sizes)
+        self.docs_seen += len(starts)
+        self.short_docs += int((~keep_doc).sum())
+        if not keep_doc.all():
+            keep = np.repeat(keep_doc, sizes)
+            ids, lengths, docs = ids[np.repeat(keep, lengths)], lengths[keep], docs[keep]
+        self._route(ids, lengths, docs)
+
+    def _route(self, ids, lengths, docs) -> None:
+        word_starts = self.word_start_table[ids]
+        if self.validation_fraction <= 0:
+            self.splits["train"].append(ids, word_starts, lengths, docs)
+            return
+        val = _unit_hash(self.seed, docs) < self.validation_fraction  # [S]
+        for name, sel in (("train", ~val), ("validation", val)):
+            tok = np.repeat(sel, lengths)
+            self.splits[name].append(ids[tok], word_starts[tok], lengths[sel], docs[sel])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Build
+
+
+def build_store(
+    inputs,
+    tokenizer,
+    out: str | os.PathLike,
+    *,
+    workers: int = 1,
+    validation_fraction: float = 0.01,
+    on_bad_utf8: str = "error",
+    seed: int = 0,
+    max_sentence_tokens: int = 512,
+    min_doc_tokens: int = 2,
+    min_doc_sentences: int = 1,
+    shard_tokens: int = 1 << 28,
+    chunk_bytes: int = 1 << 20,
+    overwrite: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> "TokenStore":
+    """Tokenize `inputs` (files, folders, globs) into a token store at `out`; returns the opened store.
+
+    tokenizer: a tokenizer directory / file (loaded with litebert.tokenizer.load_tokenizer in each worker) or a
+    tokenizer object (pickled to the workers). Documents with fewer than min_doc_tokens tokens or
+    min_doc_sentences sentences are skipped (and counted): a pretraining pair needs at least one token per segment.
+    Sentences longer than max_sentence_tokens are cut at word starts (a safety net for unpunctuated text).
+    The build's report is in `store.stats` (also stats.json); `progress(bytes_done)` is called after each chunk.
+    """
+    if not 0.0 <= validation_fraction < 1.0:
+        raise CorpusError(f"validation_fraction={validation_fraction}: must be in [0, 1)")
+    if seed < 0 or workers < 1 or max_sentence_tokens < 1 or shard_tokens < 1:
+        raise CorpusError("seed must be >= 0; workers, max_sentence_tokens and shard_tokens must be >= 1")
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise CorpusError(f"{out}: already exists (use --overwrite to replace it)")
+    reader = CorpusReader(inputs, on_bad_utf8=on_bad_utf8, chunk_bytes=chunk_bytes)
+    tok = tokenizer
+    if isinstance(tokenizer, (str, os.PathLike)):
+        from litebert.tokenizer import load_tokenizer
+
+        tok = load_tokenizer(tokenizer)
+        tokenizer = str(Path(tokenizer).resolve())
+    dtype = token_dtype(tok.vocab_size)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        writer = _StoreWriter(tmp, dtype, tok.word_start_mask(), seed, validation_fraction, min_doc_tokens,
+                              min_doc_sentences, shard_tokens)
+        # one worker: tokenize in this process with the tokenizer already loaded; more: each worker loads it
+        initargs = (tok if workers == 1 else tokenizer, dtype.str, max_sentence_tokens)
+        encoded = _ordered_map(_encode_chunk, reader.chunks(), workers, initargs, inflight=2 * workers)
+        for enc in encoded:
+            writer.add(enc)
+            if progress is not None:
+                progress(writer.num_bytes)
+        splits = writer.finish()
+        stats = _build_stats(reader, writer, splits, on_bad_utf8)
+        if stats["kept"]["documents"] == 0:
+            raise CorpusError(f"empty corpus: no document with tokens in {len(reader.files)} input file(s) "
+                              f"({_skips_line(stats)})")
+        if splits["train"]["documents"] == 0:
+            raise CorpusError(f"all {stats['kept']['documents']} document(s) went to the validation split "
+                              f"(lower --validation-fraction {validation_fraction})")
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "dtype": dtype.str,
+            "tokenizer": {
+                "class": type(tok).__name__, "fingerprint": tok.fingerprint(), "vocab_size": int(tok.vocab_size),
+                "pad_id": tok.pad_id, "unk_id": tok.unk_id, "cls_id": tok.cls_id, "sep_id": tok.sep_id,
+                "mask_id": tok.mask_id, "special_ids": sorted(int(i) for i in tok.special_ids),
+            },
+            "build": {
+                "inputs": reader.stats.file_info, "seed": seed, "validation_fraction": validation_fraction,
+                "on_bad_utf8": on_bad_utf8, "max_sentence_tokens": max_sentence_tokens,
+                "min_doc_tokens": min_doc_tokens, "min_doc_sentences": min_doc_sentences,
+                "shard_tokens": shard_tokens,
+            },
+            "splits": splits,
+        }
+        _write_json(tmp / "stats.json", stats)
+        _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
+        _fsync_dir(tmp)
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    store = TokenStore.open(out)
+    # how the build went on this machine: varies run to run, so it is not part of the store
+    store.build_info = {"worker_cpu_seconds": writer.worker_cpu_seconds,
+                        "worker_peak_rss_mb": writer.worker_peak_rss_kb / 1024}
+    return store
+
+
+def _build_stats(reader: CorpusReader, writer: _StoreWriter, splits: dict, on_bad_utf8: str) -> dict:
+    rs = reader.stats
+    bad_action = {"error": "none", "replace": "replaced with U+FFFD", "skip": "line skipped"}[on_bad_utf8]
+    return {
+        "input": {"files": rs.files, "bytes": rs.bytes, "lines": rs.lines, "documents": rs.documents + rs.empty_records},
+        "kept": {k: sum(splits[s][k] for s in SPLITS) for k in ("documents", "sentences", "tokens")},
+        "splits": {s: {k: splits[s][k] for k in ("documents", "sentences", "tokens")} for s in SPLITS},
+        "skipped": {
+            "empty_documents": {"count": rs.empty_records + rs.documents - writer.docs_seen,
+                                "why": "JSONL text empty, or no line of the document produced a token"},
+            "short_documents": {"count": writer.short_docs,
+                                "why": f"fewer than {writer.min_doc_tokens} tokens or {writer.min_doc_sentences} "
+                                       "sentence(s): too short for a segment pair"},
+            "empty_sentences": {"count": writer.empty_sentences, "why": "line produced no token"},
+            "bad_utf8_lines": {"count": rs.bad_utf8_lines, "why": f"invalid UTF-8 ({bad_action})"},
+        },
+        "warnings": [
+            f"the validation split is empty: {splits['train']['documents']} document(s) and validation fraction "
+            f"{writer.validation_fraction} left none (use more documents or --validation-fraction 0)"
+        ] if writer.validation_fraction > 0 and splits["validation"]["documents"] == 0 else [],
+        "changed": {
+            "long_sentences_cut": {"count": writer.long_sentences,
+                                   "why": "sentence longer than max_sentence_tokens, cut at word starts"},
+        },
+    }
+
+
+def _skips_line(stats: dict) -> str:
+    parts = [f"{v['count']} {k.replace('_', ' ')}" for k, v in stats["skipped"].items() if v["count"]]
+    return "skipped: " + (", ".join(parts) if parts else "nothing")
+
+
+def format_report(stats: dict) -> str:
+    """The human-readable build report (the same numbers as stats.json)."""
+    lines = [f"read       {stats['input']['files']} file(s), {stats['input']['bytes'] / 1e6:.2f} MB, "
+             f"{stats['input']['lines']} lines, {stats['input']['documents']} documents"]
+    for name, s in stats["splits"].items():
+        lines.append(f"{name:<11}{s['documents']} documents, {s['sentences']} sentences, {s['tokens']} tokens")
+    for group in ("skipped", "changed"):
+        for key, item in stats[group].items():
+            if item["count"]:
+                lines.append(f"{group:<11}{item['count']} {key.replace('_', ' ')}: {item['why']}")
+    lines += [f"warning    {w}" for w in stats.get("warnings", [])]
+    return "\n".join(lines)
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    if sys.platform != "win32":
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Rename tmp to out; an existing out (overwrite) is moved aside first and deleted after."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        os.replace(out, old)
+    os.replace(tmp, out)
+    _fsync_dir(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading
+
+
+class StoreSplit:
+    """One split of a store: documents -> sentences -> tokens, addressed by global sentence index."""
+
+    def __init__(self, root: Path, name: str, info: dict, dtype: np.dtype):
+        self.root, self.name, self.dtype = root, name, dtype
+        self.shards: list[dict] = info["shards"]
+        self.num_documents: int = info["documents"]
+        self.num_sentences: int = info["sentences"]
+        self.num_tokens: int = info["tokens"]
+        # [K + 1] first global sentence / document index of each shard
+        self.sentence_base = np.cumsum([0] + [s["sentences"] for s in self.shards])
+        self._maps: list[dict] | None = None
+
+    def __len__(self) -> int:
+        return self.num_documents
+
+    def __getstate__(self):  # DataLoader workers re-open the memory maps instead of pickling their contents
+        state = self.__dict__.copy()
+        state["_maps"] = None
+        for key in ("sentence_lengths", "sentence_offsets", "document_offsets"):
+            state.pop(key, None)
+        return state
+
+    def _shard_maps(self) -> list[dict]:
+        if self._maps is None:
+            maps = []
+            for shard in self.shards:
+                prefix = self.root / shard["name"]
+                t, s, d = shard["tokens"], shard["sentences"], shard["documents"]
+                maps.append({
+                    _TOKENS: _memmap(prefix, _TOKENS, self.dtype, t),
+                    _WORD_STARTS: _memmap(prefix, _WORD_STARTS, np.dtype(np.uint8), (t + 7) // 8),
+                    _SENTENCES: _memmap(prefix, _SENTENCES, _OFFSET_DTYPE, s + 1),
+                    _DOCUMENTS: _memmap(prefix, _DOCUMENTS, _OFFSET_DTYPE, d + 1),
+                })
+            self._maps = maps
+        return self._maps
+
+    @cached_property
+    def sentence_lengths(self) -> np.ndarray:
+        """[S] int64 tokens per sentence."""
+        parts = [np.diff(m[_SENTENCES]) for m in self._shard_maps()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    @cached_property
+    def sentence_offsets(self) -> np.ndarray:
+        """[S + 1] int64 running token count over the split (not a file offset: shards restart at 0)."""
+        return np.concatenate([[0], np.cumsum(self.sentence_lengths)])
+
+    @cached_property
+    def document_offsets(self) -> np.ndarray:
+        """[D + 1] int64 global index of each document's first sentence, then S."""
+        parts = [m[_DOCUMENTS][:-1] + base for m, base in zip(self._shard_maps(), self.sentence_base)]
+        return np.concatenate(parts + [[self.num_sentences]]).astype(np.int64)
+
+    def _locate(self, start: int, end: int) -> tuple[dict, int, int]:
+        """Shard maps and shard-local token range of global sentences [start, end) (must be in one shard)."""
+        k = int(np.searchsorted(self.sentence_base, start, side="right")) - 1
+        if not (0 <= start < end and k < len(self.shards) and end <= self.sentence_base[k + 1]):
+            raise IndexError(f"sentences [{start}, {end}) are not inside one shard of split {self.name!r}")
+        maps = self._shard_maps()[k]
+        local = maps[_SENTENCES]
+        base = self.sentence_base[k]
+        return maps, int(local[start - base]), int(local[end - base])
+
+    def tokens(self, start: int, end: int | None = None) -> np.ndarray:
+        """Token ids of sentences [start, end) (end defaults to start + 1)."""
+        maps, t0, t1 = self._locate(start, start + 1 if end is None else end)
+        return np.asarray(maps[_TOKENS][t0:t1])
+
+    def word_starts(self, start: int, end: int | None = None) -> np.ndarray:
+        """[T] bool word-start flags of sentences [start, end)."""
+        maps, t0, t1 = self._locate(start, start + 1 if end is None else end)
+        packed = maps[_WORD_STARTS][t0 >> 3 : (t1 + 7) >> 3]
+        return np.unpackbits(packed)[t0 & 7 : (t0 & 7) + t1 - t0].astype(bool)
+
+    def sentence(self, index: int) -> np.ndarray:
+        return self.tokens(index)
+
+    def document(self, index: int) -> list[np.ndarray]:
+        """The sentences (token id arrays) of document `index`."""
+        d0, d1 = self.document_offsets[index], self.document_offsets[index + 1]
+        return [self.tokens(s) for s in range(int(d0), int(d1))]
+
+
+def _memmap(prefix: Path, kind: str, dtype: np.dtype, count: int) -> np.ndarray:
+    path = Path(f"{prefix}.{kind}")
+    expected = count * dtype.itemsize
+    try:
+        size = path.stat().st_size
+    except OSError:
+        raise CorpusError(f"{path}: missing from the token store (rebuild it with `litebert data build`)") from None
+    if size != expected:
+        raise CorpusError(f"{path}: {size} bytes, meta.json says {expected}: the store is truncated or corrupt "
+                          "(rebuild it with `litebert data build`)")
+    if count == 0:
+        return np.zeros(0, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
+
+
+class TokenStore:
+    """A built token store. `TokenStore.open(path)`; `store.split("train")`; `store.tokenizer_fingerprint`."""
+
+    def __init__(self, path: Path, meta: dict, stats: dict):
+        self.path, self.meta, self.stats = path, meta, stats
+        self.build_info: dict = {}  # set by build_store: worker CPU seconds and peak RSS of this build
+        self.dtype = np.dtype(meta["dtype"])
+        self._splits = {name: StoreSplit(path, name, meta["splits"][name], self.dtype) for name in SPLITS}
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "TokenStore":
+        path = Path(path)
+        meta_path = path / "meta.json"
+        if not meta_path.is_file():
+            hint = " (the build did not finish)" if path.is_dir() else ""
+            raise CorpusError(f"{meta_path}: not found: {path} is not a token store{hint}; "
+                              "build one with `litebert data build`")
+        meta = _read_json(meta_path)
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+            raise CorpusError(f"{meta_path}: not a {FORMAT} version {VERSION} (format={meta.get('format')!r}, "
+                              f"version={meta.get('version')!r}); rebuild it with `litebert data build`")
+        try:
+            for name in SPLITS:
+                split = meta["splits"][name]
+                if sum(s["tokens"] for s in split["shards"]) != split["tokens"]:
+                    raise KeyError(f"splits.{name}.tokens")
+            np.dtype(meta["dtype"])
+            meta["tokenizer"]["fingerprint"], meta["tokenizer"]["vocab_size"], meta["tokenizer"]["special_ids"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorpusError(f"{meta_path}: missing or inconsistent field {exc}; rebuild the store") from None
+        stats = _read_json(path / "stats.json") if (path / "stats.json").is_file() else {}
+        store = cls(path, meta, stats)
+        for split in store._splits.values():  # checks every file's size now, not on the first batch
+            split._shard_maps()
+        return store
+
+    def split(self, name: str = "train") -> StoreSplit:
+        if name not in self._splits:
+            raise CorpusError(f"split {name!r}: a token store has {', '.join(SPLITS)}")
+        return self._splits[name]
+
+    def num_documents(self, split: str = "train") -> int:
+        return self.split(split).num_documents
+
+    def sentence(self, index: int, split: str = "train") -> np.ndarray:
+        return self.split(split).tokens(index)
+
+    @property
+    def tokenizer_fingerprint(self) -> str:
+        return self.meta["tokenizer"]["fingerprint"]
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.meta["tokenizer"]["vocab_size"])
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        return frozenset(self.meta["tokenizer"]["special_ids"])
+
+    def token_id(self, name: str) -> int:
+        """'pad', 'unk', 'cls', 'sep' or 'mask' -> its id."""
+        return int(self.meta["tokenizer"][f"{name}_id"])
+
+    def check_tokenizer(self, tokenizer) -> None:
+        """Raise TokenizerError unless `tokenizer` is the one this store was built with."""
+        if tokenizer.fingerprint() != self.tokenizer_fingerprint:
+            raise TokenizerError(f"{self.path}: built with tokenizer {self.tokenizer_fingerprint[:12]}, not "
+                                 f"{tokenizer.fingerprint()[:12]} ({tokenizer!r}); rebuild the store or use that "
+                                 "tokenizer")
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{n}: {s.num_documents} docs / {s.num_tokens} tokens" for n, s in self._splits.items())
+        return f"TokenStore({str(self.path)!r}, {sizes})"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorpusError(f"{path}: unreadable or not valid JSON ({exc}); rebuild the store") from None
+    if not isinstance(obj, dict):
+        raise CorpusError(f"{path}: expected a JSON object; rebuild the store")
+    return obj

@@ -1,0 +1,81 @@
+"""Where and how fast we run: device choice, precision detection, and a measured peak for MFU.
+
+bf16 is chosen at run time, never hard-coded: on CUDA when the GPU supports it, on CPU when the processor has
+AMX or AVX512-BF16 (there bf16 matrix products run several times faster than fp32).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from pathlib import Path
+
+import torch
+
+from litebert.errors import TrainingError
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def pick_device(name: str | None = None) -> torch.device:
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_has_fast_bf16() -> bool:
+    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    if precision not in PRECISIONS:
+        raise TrainingError(f"--precision {precision!r}: expected one of {PRECISIONS}")
+    if precision == "auto":
+        if device.type == "cuda":
+            return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "bf16" if cpu_has_fast_bf16() else "fp32"
+    if precision == "fp16" and device.type != "cuda":
+        raise TrainingError("--precision fp16 needs a CUDA device (use bf16 or fp32 on CPU)")
+    return precision
+
+
+def autocast(precision: str, device: torch.device):
+    """Autocast context for a resolved precision (fp32: none)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_peak_flops(device: torch.device, precision: str, m: int, k: int, n: int, seconds: float = 0.5) -> float:
+    """FLOP/s of one [m, k] x [k, n] matmul in the run's precision: the model's own FFN shape, so MFU says how
+    close the whole training step gets to what this machine does on its biggest GEMM."""
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    synchronize(device)
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or runs < 3:
+        a @ b
+        runs += 1
+    synchronize(device)
+    return 2.0 * m * k * n * runs / (time.perf_counter() - start)

@@ -1,0 +1,497 @@
+"""Fine-tuning, evaluation and prediction: one loop for every task.
+
+A task is data (`litebert.data.tasks.TaskSpec`); what differs between head families (sentence classification
+or regression, token tagging, span QA, multiple choice) is only how features are made and how outputs become
+metrics and predictions. That lives in the four small `Kind` classes below; the loop itself is shared.
+
+Run dir layout: `RUN_DIR/best/` (the checkpoint with the best dev score on the task's main metric, as the
+official scripts keep `model.ckpt-best`), `RUN_DIR/metrics.jsonl`, `RUN_DIR/finetune.json` (the settings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from litebert.data.tasks import TaskSpec, custom_task, get_task, label_list_for, pad_features, read_examples
+from litebert.device import autocast, pick_device, resolve_precision
+from litebert.errors import ConfigError, DataFormatError, LitebertError
+from litebert.optim import build_optimizer, make_scheduler
+
+
+@dataclass
+class FinetuneConfig:
+    task: str = "sst-2"  # a task name (litebert.data.tasks.TASKS) or "custom"
+    model: str = ""  # model directory (pretraining checkpoint, converted or HF dir)
+    data: str = ""  # task folder, or a train file
+    out: str = "runs/finetune"
+    dev: str | None = None  # dev file, when --data is a file
+    # custom tasks
+    format: str | None = None  # csv | tsv | jsonl
+    text_columns: str | None = None  # "a" or "a,b"
+    label_column: str | None = None
+    head: str = "classification"  # classification | regression | multilabel
+    # hyperparameters: None = the task's defaults (paper Table 14 where it has them)
+    lr: float | None = None
+    batch_size: int | None = None
+    steps: int | None = None
+    epochs: float | None = None
+    warmup_ratio: float | None = None
+    max_seq_length: int | None = None
+    albert_dropout: float | None = None
+    classifier_dropout: float | None = None
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    grad_accum: int = 1
+    # span QA
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best: int = 20
+    max_answer_length: int = 30
+    # run
+    precision: str = "auto"
+    seed: int = 42
+    eval_every: int | None = None  # steps; None: once per epoch (and at the end)
+    patience: int = 0  # early stop after this many evaluations without improvement (0: never)
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    eval_batch_size: int = 64
+    log_every: int = 20
+    device: str | None = None
+    threads: int | None = None
+
+
+# --------------------------------------------------------------------------------------------- task kinds
+
+
+class Kind:
+    """How one head family turns examples into features and model outputs into metrics/predictions."""
+
+    model_class: str
+    input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+
+    def num_labels(self, label_list) -> int:
+        return len(label_list)
+
+    def encode(self, examples, tokenizer, spec: TaskSpec, cfg: FinetuneConfig, label_list) -> list[dict]:
+        raise NotImplementedError
+
+    def targets(self, batch: dict) -> dict:
+        return {}
+
+    def collect(self, out, batch: dict) -> list:
+        """Per-feature outputs (numpy), in feature order."""
+        return list(out.logits.float().cpu().numpy())
+
+    def score(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict[str, float]:
+        raise NotImplementedError
+
+    def predictions(self, examples, features, outputs, spec: TaskSpec, label_list) -> list[dict]:
+        raise NotImplementedError
+
+
+class SentenceKind(Kind):
+    model_class = "AlbertForSequenceClassification"
+
+    def num_labels(self, label_list) -> int:
+        return 1 if label_list is None else len(label_list)
+
+    def encode(self, examples, tokenizer, spec, cfg, label_list):
+        from litebert.data.tasks import encode_examples
+
+        return encode_examples(examples, tokenizer, cfg.max_seq_length, label_list)
+
+    def targets(self, batch):
+        return {"labels": batch["label"]} if "label" in batch else {}
+
+    def _decide(self, outputs, spec):
+        logits = np.stack(outputs)
+        if spec.head == "regression":
+            return logits[:, 0]
+        if spec.head == "multilabel":
+            return (logits > 0).astype(int)
+        return logits.argmax(-1)
+
+    def score(self, examples, features, outputs, spec, label_list):
+        from litebert.metrics import compute_metrics
+
+        gold = [f["label"] for f in features]
+        return compute_metrics(spec.metrics, self._decide(outputs, spec), np.asarray(gold))
+
+    def predictions(self, examples, features, outputs, spec, label_list):
+        decided = self._decide(outputs, spec)
+        rows = []
+        for ex, d, logit in zip(examples, decided, outputs):
+            if spec.head == "regression":
+                rows.append({"guid": ex.guid, "score": float(d)})
+            elif spec.head == "multilabel":
+                rows.append({"guid": ex.guid, "labels": [label_list[i] for i in np.flatnonzero(d)]})
+            else:
+                probs = torch.tensor(logit).softmax(-1).tolist()
+                rows.append({"guid": ex.guid, "label": label_list[int(d)],
+                             "probabilities": dict(zip(label_list, probs))})
+        return rows
+
+
+class TokenKind(Kind):
+    model_class = "AlbertForTokenClassification"
+
+    def encode(self, examples, tokenizer, spec, cfg, label_list):
+        from litebert.data.ner import encode_token_examples
+
+        return encode_token_examples(examples, tokenizer, cfg.max_seq_length, label_list)
+
+    def targets(self, batch):
+        return {"labels": batch["labels"]} if "labels" in batch else {}
+
+    def collect(self, out, batch):
+        return list(out.logits.float().argmax(-1).cpu().numpy())
+
+    def _tags(self, examples, features, outputs, label_list):
+        from litebert.data.ner import align_predictions
+
+        return align_predictions(examples, features, outputs, label_list)
+
+    def score(self, examples, features, outputs, spec, label_list):
+        from litebert.metrics import conlleval
+
+        tags, truncated = self._tags(examples, features, outputs, label_list)
+        result = conlleval([ex.labels for ex in examples], tags)
+        return {k: v for k, v in result.items() if isinstance(v, (int, float))} | {"truncated_words": truncated}
+
+    def predictions(self, examples, features, outputs, spec, label_list):
+        tags, _ = self._tags(examples, features, outputs, label_list)
+        return [{"guid": ex.guid, "words": ex.words, "tags": t} for ex, t in zip(examples, tags)]
+
+
+class SpanKind(Kind):
+    model_class = "AlbertForQuestionAnswering"
+
+    def __init__(self, cfg: FinetuneConfig):
+        self.cfg = cfg
+
+    def num_labels(self, label_list) -> int:
+        return 2
+
+    def encode(self, examples, tokenizer, spec, cfg, label_list):
+        from litebert.data.squad import convert_examples_to_features
+
+        return convert_examples_to_features(examples, tokenizer, cfg.max_seq_length, cfg.doc_stride,
+                                            cfg.max_query_length)
+
+    def targets(self, batch):
+        keys = ("start_positions", "end_positions", "is_impossible")
+        return {k: batch[k] for k in keys if k in batch}
+
+    def collect(self, out, batch):
+        start, end = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
+        return list(zip(start, end))
+
+    def _decode(self, examples, features, outputs, spec):
+        from litebert.data.squad import postprocess_predictions
+
+        return postprocess_predictions(examples, features, [o[0] for o in outputs], [o[1] for o in outputs],
+                                       n_best=self.cfg.n_best, max_answer_length=self.cfg.max_answer_length,
+                                       version_2=spec.version_2)
+
+    def score(self, examples, features, outputs, spec, label_list):
+        from litebert import metrics
+        from litebert.data.squad import squad_references
+
+        preds, null_odds = self._decode(examples, features, outputs, spec)
+        refs = squad_references(examples)
+        if spec.format == "cmrc2018":
+            return metrics.cmrc2018(refs, preds)
+        if spec.version_2:
+            return metrics.squad_v2(refs, preds, na_probs=null_odds)
+        return metrics.squad_v1(refs, preds)
+
+    def predictions(self, examples, features, outputs, spec, label_list):
+        preds, null_odds = self._decode(examples, features, outputs, spec)
+        return [{"id": ex.qid, "answer": preds[ex.qid], "null_odds": null_odds[ex.qid]} for ex in examples]
+
+
+class ChoiceKind(Kind):
+    model_class = "AlbertForMultipleChoice"
+
+    def num_labels(self, label_list) -> int:
+        return 1
+
+    def encode(self, examples, tokenizer, spec, cfg, label_list):
+        from litebert.data.race import encode_race
+
+        return encode_race(examples, tokenizer, cfg.max_seq_length)
+
+    def targets(self, batch):
+        return {"labels": batch["label"]} if "label" in batch else {}
+
+    def score(self, examples, features, outputs, spec, label_list):
+        from litebert.data.race import race_accuracy
+
+        return race_accuracy(examples, np.stack(outputs).argmax(-1))
+
+    def predictions(self, examples, features, outputs, spec, label_list):
+        return [{"guid": ex.guid, "answer": "ABCD"[int(np.argmax(o))]} for ex, o in zip(examples, outputs)]
+
+
+def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:
+    if spec.head in ("classification", "regression", "multilabel"):
+        return SentenceKind()
+    return {"token": TokenKind(), "span": SpanKind(cfg), "choice": ChoiceKind()}[spec.head]
+
+
+# --------------------------------------------------------------------------------------------- set-up
+
+
+def resolve_task(cfg: FinetuneConfig) -> TaskSpec:
+    if cfg.task != "custom":
+        return get_task(cfg.task)
+    if not (cfg.format and cfg.text_columns and cfg.label_column):
+        raise ConfigError("task 'custom' needs --format, --text-columns and --label-column")
+    return custom_task(format=cfg.format, text_columns=cfg.text_columns.split(","), label_column=cfg.label_column,
+                       head=cfg.head)
+
+
+def resolve_hparams(cfg: FinetuneConfig, spec: TaskSpec) -> FinetuneConfig:
+    """Fill every None hyperparameter from the task's defaults."""
+    hp = spec.hparams
+    filled = dict(
+        lr=cfg.lr or hp.learning_rate, batch_size=cfg.batch_size or hp.batch_size,
+        max_seq_length=cfg.max_seq_length or hp.max_seq_length,
+        albert_dropout=hp.albert_dropout if cfg.albert_dropout is None else cfg.albert_dropout,
+        classifier_dropout=hp.classifier_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout)
+    if cfg.steps is None and cfg.epochs is None:
+        filled.update(steps=hp.train_steps, epochs=hp.num_train_epochs)
+    if cfg.warmup_ratio is None:
+        ratio = hp.warmup_ratio if hp.warmup_ratio is not None else (
+            hp.warmup_steps / hp.train_steps if hp.train_steps else 0.1)
+        filled["warmup_ratio"] = ratio
+    return dataclasses.replace(cfg, **filled)
+
+
+def read_split(spec: TaskSpec, cfg: FinetuneConfig, split: str, label_list=None, limit: int | None = None):
+    source = cfg.dev if (split != "train" and cfg.dev) else cfg.data
+    examples = read_examples(spec, source, split, label_list=label_list)
+    skipped = getattr(examples, "skipped", [])
+    if skipped:
+        print(f"{spec.name}/{split}: {len(skipped)} rows skipped by design (first: {skipped[0]})", file=sys.stderr)
+    return examples[:limit] if limit else examples
+
+
+def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """Shuffle, then sort by length inside windows of 50 batches, then shuffle the batches: each batch holds
+    similar lengths, so dynamic padding wastes little, and the order is still random (seeded by epoch)."""
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(lengths))
+    window = batch_size * 50
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = sorted(order[start:start + window], key=lambda i: lengths[i])
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def feature_length(f: dict) -> int:
+    ids = f["input_ids"]
+    return max(len(r) for r in ids) if ids and isinstance(ids[0], list) else len(ids)
+
+
+def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpec, cfg: FinetuneConfig | None):
+    import litebert.model as models
+    from litebert.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(model_dir)
+    overrides: dict[str, Any] = {}
+    if cfg is not None:  # training: the head follows the task; eval/predict: the saved head as it is
+        overrides = dict(num_labels=kind.num_labels(label_list), hidden_dropout_prob=cfg.albert_dropout,
+                         attention_probs_dropout_prob=cfg.albert_dropout,
+                         classifier_dropout_prob=cfg.classifier_dropout)
+        if spec.head in ("classification", "token") and label_list is not None:
+            overrides["label_names"] = list(label_list)
+        if spec.head in ("regression", "multilabel", "classification"):
+            overrides["problem_type"] = {"regression": "regression", "multilabel": "multi_label_classification",
+                                         "classification": "single_label_classification"}[spec.head]
+        if spec.head == "span":
+            overrides["qa_answerability"] = bool(spec.version_2)
+    model = getattr(models, kind.model_class).from_pretrained(model_dir, **overrides)
+    if model.config.vocab_size != tokenizer.vocab_size:
+        raise LitebertError(f"{model_dir}: the model's vocab_size {model.config.vocab_size} does not match its "
+                            f"tokenizer's {tokenizer.vocab_size}")
+    return model, tokenizer
+
+
+# --------------------------------------------------------------------------------------------- the loop
+
+
+@torch.no_grad()
+def run_model(model, kind: Kind, features: list[dict], pad_id: int, batch_size: int, precision: str,
+              device: torch.device) -> list:
+    """Outputs per feature, batched by length so padding stays small; returned in the original order."""
+    model.eval()
+    order = sorted(range(len(features)), key=lambda i: feature_length(features[i]))
+    outputs: list = [None] * len(features)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        batch = pad_features([features[i] for i in idx], pad_id)
+        inputs = {k: batch[k].to(device) for k in kind.input_keys}
+        with autocast(precision, device):
+            out = model(**inputs)
+        for i, o in zip(idx, kind.collect(out, batch)):
+            outputs[i] = o
+    return outputs
+
+
+def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
+    spec = resolve_task(cfg)
+    cfg = resolve_hparams(cfg, spec)
+    kind = kind_for(spec, cfg)
+    torch.manual_seed(cfg.seed)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = pick_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
+    out_dir = Path(cfg.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "finetune.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+
+    train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
+    if not train:
+        raise DataFormatError(f"{cfg.data}: no training examples")
+    label_list = label_list_for(spec, train) if spec.head in ("classification", "multilabel", "token") else None
+    dev_split = spec.eval_splits[0]
+    dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
+    model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
+    model.to(device)
+    train_feats = kind.encode(train, tokenizer, spec, cfg, label_list)
+    dev_feats = kind.encode(dev, tokenizer, spec, cfg, label_list)
+
+    per_step = cfg.batch_size * cfg.grad_accum
+    steps = cfg.steps or max(1, math.ceil(cfg.epochs * len(train_feats) / per_step))
+    optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = make_scheduler(optimizer, round(cfg.warmup_ratio * steps), steps)
+    eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
+    lengths = [feature_length(f) for f in train_feats]
+    log = (out_dir / "metrics.jsonl").open("a")
+    best: dict[str, Any] = {"score": -math.inf}
+    stale, epoch, queue, step = 0, 0, [], 0
+    bar = _progress(steps)
+    t0 = time.perf_counter()
+    while step < steps:
+        model.train()
+        for _ in range(cfg.grad_accum):
+            if not queue:
+                queue, epoch = length_grouped_batches(lengths, cfg.batch_size, cfg.seed, epoch), epoch + 1
+            batch = pad_features([train_feats[i] for i in queue.pop()], tokenizer.pad_id)
+            inputs = {k: batch[k].to(device) for k in kind.input_keys}
+            targets = {k: v.to(device) for k, v in kind.targets(batch).items()}
+            with autocast(precision, device):
+                loss = model(**inputs, **targets).loss / cfg.grad_accum
+            loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        if not math.isfinite(loss.item()) or not math.isfinite(grad_norm.item()):
+            raise LitebertError(f"step {step}: non-finite loss {loss.item()} or gradient; lower --lr")
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+        step += 1
+        if step % cfg.log_every == 0 or step == steps:
+            _write(log, {"step": step, "loss": loss.item() * cfg.grad_accum, "lr": scheduler.get_last_lr()[0],
+                         "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
+        bar(step, loss.item() * cfg.grad_accum)
+        if step % eval_every == 0 or step == steps:
+            outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
+            metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
+            score = metrics[spec.main_metric]
+            _write(log, {"step": step, "split": dev_split, **metrics})
+            print(f"\nstep {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
+                                                            if isinstance(v, float)), file=sys.stderr)
+            if score > best["score"]:
+                best, stale = {"score": score, "step": step, "metrics": metrics}, 0
+                model.save_pretrained(out_dir / "best", tokenizer=tokenizer)
+                _write_json(out_dir / "best" / "eval_metrics.json", {"step": step, "split": dev_split, **metrics})
+            else:
+                stale += 1
+                if cfg.patience and stale >= cfg.patience:
+                    print(f"early stop at step {step}: no gain in {stale} evaluations", file=sys.stderr)
+                    break
+    log.close()
+    result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
+              "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
+              "dev_examples": len(dev)}
+    _write_json(out_dir / "result.json", result)
+    return result
+
+
+def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | None = None,
+             precision: str = "auto", batch_size: int = 64, limit: int | None = None, **custom) -> dict:
+    """Score a fine-tuned model directory on a split (default: the task's dev split)."""
+    cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(data), **custom)
+    spec = resolve_task(cfg)
+    kind, device = kind_for(spec, cfg), pick_device(cfg.device)
+    model_dir = _best_dir(model_dir)
+    model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
+    label_list = model.config.label_names if spec.head in ("classification", "multilabel", "token") else None
+    cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
+    split = split or spec.eval_splits[0]
+    examples = read_split(spec, cfg, split, label_list=label_list, limit=limit)
+    feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
+    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size,
+                        resolve_precision(precision, device), device)
+    return {"task": spec.name, "split": split, "examples": len(examples),
+            **kind.score(examples, feats, outputs, spec, label_list)}
+
+
+def predict(task: str, model_dir: str | Path, input_path: str | Path, precision: str = "auto",
+            batch_size: int = 64, **custom) -> list[dict]:
+    """Predictions for a file in the task's format (labels not needed), one dict per example."""
+    cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(input_path), **custom)
+    spec = resolve_task(cfg)
+    kind, device = kind_for(spec, cfg), pick_device(cfg.device)
+    model_dir = _best_dir(model_dir)
+    model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
+    label_list = model.config.label_names
+    cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
+    examples = read_examples(spec, input_path, "test", label_list=label_list)
+    feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
+    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size,
+                        resolve_precision(precision, device), device)
+    return kind.predictions(examples, feats, outputs, spec, label_list)
+
+
+def _best_dir(path: str | Path) -> Path:
+    """A fine-tuning run dir means its best checkpoint."""
+    path = Path(path)
+    return path / "best" if (path / "best" / "config.json").is_file() else path
+
+
+def _write(f, record: dict) -> None:
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+    f.write(json.dumps(clean) + "\n")
+    f.flush()
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    path.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def _progress(total: int):
+    if not sys.stderr.isatty():
+        return lambda step, loss: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc="finetune", dynamic_ncols=True)
+
+    def update(step, loss):
+        bar.update(step - bar.n)
+        bar.set_postfix(loss=f"{loss:.4f}")
+    return update

@@ -1,0 +1,66 @@
+"""Inference helpers: fill-mask over a trained model directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from litebert.errors import LitebertError
+
+MASK = "[MASK]"
+
+
+@dataclass
+class MaskPrediction:
+    token: str
+    token_id: int
+    score: float  # softmax probability
+
+
+def encode_with_masks(tokenizer, text: str) -> list[int]:
+    """[CLS] text [SEP] with every literal "[MASK]" turned into the mask id.
+
+    The official preprocessing would lower-case "[MASK]" and split it into pieces (control symbols are never
+    produced from raw text), so the text is cut at each marker and the pieces are encoded separately.
+    """
+    parts = text.split(MASK)
+    if len(parts) < 2:
+        raise LitebertError(f"fill-mask: the text has no {MASK}: {text!r}")
+    ids = [tokenizer.cls_id]
+    for i, part in enumerate(parts):
+        ids += tokenizer.encode_ids(part) if part.strip() else []
+        if i < len(parts) - 1:
+            ids.append(tokenizer.mask_id)
+    return ids + [tokenizer.sep_id]
+
+
+@torch.no_grad()
+def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5, model=None,
+              tokenizer=None) -> list[list[list[MaskPrediction]]]:
+    """For each text, for each [MASK] in it, the top_k predictions."""
+    from litebert.model import AlbertForMaskedLM
+    from litebert.tokenizer import load_tokenizer
+
+    tokenizer = tokenizer or load_tokenizer(model_dir)
+    model = (model or AlbertForMaskedLM.from_pretrained(model_dir)).eval()
+    if model.config.vocab_size != tokenizer.vocab_size:
+        raise LitebertError(f"{model_dir}: model vocab {model.config.vocab_size} != tokenizer vocab "
+                            f"{tokenizer.vocab_size}")
+    results = []
+    for text in texts:
+        ids = encode_with_masks(tokenizer, text)
+        if len(ids) > model.config.max_position_embeddings:
+            raise LitebertError(f"fill-mask: {len(ids)} tokens, more than the model's "
+                                f"{model.config.max_position_embeddings} positions")
+        input_ids = torch.tensor([ids])
+        positions = (input_ids == tokenizer.mask_id).nonzero()[:, 1].unsqueeze(0)  # [1, P]
+        logits = model(input_ids, masked_positions=positions).mlm_logits[0].float()  # [P, V]
+        logits[:, sorted(tokenizer.special_ids)] = float("-inf")  # never propose [CLS], <pad>, ...
+        probs = logits.softmax(-1)
+        top = probs.topk(top_k, dim=-1)
+        results.append([[MaskPrediction(tokenizer.convert_ids_to_tokens([i])[0], i, p)
+                         for p, i in zip(row_p.tolist(), row_i.tolist())]
+                        for row_p, row_i in zip(top.values, top.indices)])
+    return results

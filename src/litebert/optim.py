@@ -1,0 +1,183 @@
+"""Optimizers and the learning-rate schedule, with the official ALBERT semantics.
+
+- `Lamb`: google-research/albert `lamb_optimizer.py`. Adam moments WITHOUT bias correction, eps 1e-6,
+  decoupled weight decay folded into the update, then the layer-wise trust ratio ||w|| / ||update||.
+- `build_optimizer`: two parameter groups (decayed + adapted, and excluded) for LAMB or AdamW.
+- `warmup_poly_decay` / `make_scheduler`: official `optimization.create_optimizer` schedule.
+
+Gradient clipping is `torch.nn.utils.clip_grad_norm_(params, 1.0)` (global norm, as official); nothing to add.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from litebert.errors import ConfigError, TrainingError
+
+OPTIMIZERS = ("lamb", "adamw", "adamw_official")
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB exactly as the official TF optimizer, vectorised with `torch._foreach_*` ops.
+
+    Per parameter w with gradient g (no bias correction, so the step count is not needed):
+        m = b1 m + (1 - b1) g
+        v = b2 v + (1 - b2) g^2
+        u = m / (sqrt(v) + eps) + weight_decay * w
+        r = ||w|| / ||u||, or 1 when either norm is 0; r = 1 when the group has adapt=False
+        w = w - lr * r * u
+    Group keys: lr, betas, eps, weight_decay (0 turns decay off), adapt (the trust ratio on/off).
+    With adapt=False everywhere this is the official AdamWeightDecayOptimizer.
+    The state (`exp_avg`, `exp_avg_sq`) has the parameter's dtype: keep fp32 master weights under bf16 autocast.
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-6, weight_decay: float = 0.01, adapt: bool = True):
+        if lr < 0:
+            raise ConfigError(f"lr: must be >= 0, got {lr}")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ConfigError(f"betas: each must be in [0, 1), got {betas}")
+        if eps < 0 or weight_decay < 0:
+            raise ConfigError(f"eps and weight_decay must be >= 0, got eps={eps}, weight_decay={weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=adapt))
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            # foreach kernels want one device and dtype per call, so split the group (normally one bucket).
+            buckets: dict[tuple, list[list[torch.Tensor]]] = defaultdict(lambda: [[], [], [], []])
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise TrainingError("Lamb does not support sparse gradients (use a dense nn.Embedding)")
+                state = self.state[p]
+                if not state:
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                bucket = buckets[(p.device, p.dtype)]
+                for lst, t in zip(bucket, (p, p.grad, state["exp_avg"], state["exp_avg_sq"])):
+                    lst.append(t)
+            beta1, beta2 = group["betas"]
+            for params, grads, exp_avgs, exp_avg_sqs in buckets.values():
+                _lamb_update(params, grads, exp_avgs, exp_avg_sqs, lr=group["lr"], beta1=beta1, beta2=beta2,
+                             eps=group["eps"], weight_decay=group["weight_decay"], adapt=group["adapt"])
+        return loss
+
+
+def _lamb_update(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
+                 exp_avg_sqs: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, eps: float,
+                 weight_decay: float, adapt: bool) -> None:
+    """One LAMB step over tensors of one device and dtype. No host-device sync: ratios stay on the device."""
+    torch._foreach_lerp_(exp_avgs, grads, 1.0 - beta1)  # m = b1 m + (1 - b1) g
+    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)  # v = b2 v + (1 - b2) g^2
+    denom = torch._foreach_sqrt(exp_avg_sqs)
+    torch._foreach_add_(denom, eps)
+    updates = torch._foreach_div(exp_avgs, denom)  # m / (sqrt(v) + eps)
+    del denom
+    if weight_decay != 0:
+        torch._foreach_add_(updates, params, alpha=weight_decay)
+    if adapt:
+        w_norm = torch.stack(torch._foreach_norm(params))  # [n_tensors]
+        u_norm = torch.stack(torch._foreach_norm(updates))  # [n_tensors]
+        ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+        torch._foreach_mul_(updates, ratio.unbind(0))
+    torch._foreach_add_(params, updates, alpha=-lr)
+
+
+def no_decay(name: str, param: torch.Tensor) -> bool:
+    """True when a parameter gets neither weight decay nor the LAMB trust ratio.
+
+    The official lists are `["LayerNorm", "layer_norm", "bias"]`, matched against variable names. Our model names
+    its LayerNorms `norm` / `*_norm`, so "norm" is matched case-insensitively (which also covers "LayerNorm" and
+    "layer_norm"). Every 1-D parameter is excluded as well: in ALBERT the 1-D parameters are exactly the LayerNorm
+    gains/biases and the Linear/decoder biases, so the shape rule gives the official split under any naming
+    (converted or renamed modules) and agrees with the name rule on official and Hugging Face names.
+    """
+    lowered = name.lower()
+    return param.ndim <= 1 or "norm" in lowered or "bias" in lowered
+
+
+def param_groups(model: nn.Module, weight_decay: float = 0.01) -> list[dict[str, Any]]:
+    """[decayed + adapted params, excluded params]; both groups are always present so their indices are stable.
+
+    Shared (ALBERT) and tied parameters appear once: `named_parameters` de-duplicates them.
+    """
+    decay, excluded = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (excluded if no_decay(name, p) else decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay, "adapt": True, "name": "decay"},
+        {"params": excluded, "weight_decay": 0.0, "adapt": False, "name": "no_decay"},
+    ]
+
+
+def build_optimizer(model: nn.Module, name: str = "lamb", *, lr: float, weight_decay: float = 0.01,
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6) -> torch.optim.Optimizer:
+    """The optimizer with the two `param_groups`.
+
+    - "lamb": `Lamb` (official pretraining optimizer).
+    - "adamw": `torch.optim.AdamW` (fused on CUDA). Note it applies Adam bias correction, unlike official.
+    - "adamw_official": the official AdamWeightDecayOptimizer (no bias correction) = `Lamb` without trust ratio.
+    """
+    groups = param_groups(model, weight_decay)
+    if name == "lamb":
+        return Lamb(groups, lr=lr, betas=betas, eps=eps)
+    if name == "adamw_official":
+        for group in groups:
+            group["adapt"] = False
+        return Lamb(groups, lr=lr, betas=betas, eps=eps)
+    if name == "adamw":
+        on_cuda = all(p.is_cuda for g in groups for p in g["params"])
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True if on_cuda else None)
+    raise ConfigError(f"optimizer: unknown name {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+
+
+def _check_schedule(warmup_steps: int, total_steps: int, power: float) -> None:
+    if total_steps < 1:
+        raise ConfigError(f"total_steps: must be >= 1, got {total_steps}")
+    if warmup_steps < 0:
+        raise ConfigError(f"warmup_steps: must be >= 0, got {warmup_steps}")
+    if power <= 0:
+        raise ConfigError(f"power: must be > 0, got {power}")
+
+
+def warmup_poly_decay(step: int, *, warmup_steps: int, total_steps: int, peak_lr: float, power: float = 1.0,
+                      end_lr: float = 0.0) -> float:
+    """Learning rate at `step` (0-based: the lr the step-th optimizer update uses), as official.
+
+    Polynomial decay runs from step 0 (not from the end of warm-up) to `total_steps`; warm-up then overrides
+    the first `warmup_steps` steps with peak * step / warmup. So step 0 has lr 0, and at step == warmup_steps
+    the lr drops from the ramp onto the decay curve, peak * (1 - warmup/total)^power. Hugging Face's
+    `get_polynomial_decay_schedule_with_warmup` differs: it starts the decay after warm-up.
+    """
+    _check_schedule(warmup_steps, total_steps, power)
+    if step < warmup_steps:
+        return peak_lr * step / warmup_steps
+    progress = min(step, total_steps) / total_steps
+    return (peak_lr - end_lr) * (1.0 - progress) ** power + end_lr
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int,
+                   power: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """`warmup_poly_decay` as a LambdaLR factor on each group's lr. Call `scheduler.step()` after each update.
+
+    The factor is a `functools.partial`, so `state_dict()` stores only positions (last_epoch, base_lrs), never
+    the schedule arguments: a resumed run uses the schedule it was built with.
+    """
+    _check_schedule(warmup_steps, total_steps, power)
+    factor = functools.partial(warmup_poly_decay, warmup_steps=warmup_steps, total_steps=total_steps,
+                               peak_lr=1.0, power=power)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

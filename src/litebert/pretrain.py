@@ -1,0 +1,663 @@
+"""ALBERT pretraining: `setup()` builds everything, then `pretrain()` is one training loop you can read.
+
+Loss semantics (exact under gradient accumulation and data parallelism):
+    mlm = sum of cross-entropy over real masked tokens of the GLOBAL batch / their count in the global batch
+    sop = sum of cross-entropy over the global batch's sentence pairs / their count
+Each micro-batch contributes its sums divided by the global counts, so the accumulated gradient equals the
+gradient of one big batch. DDP averages gradients over ranks; we multiply by world size to undo that.
+
+Runs unchanged under `torchrun` (gloo on CPU, NCCL on GPU): rank and world size come from the environment, and
+every (re)start resumes the newest complete checkpoint, so `torchrun --max-restarts` just works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from litebert.checkpoint import cleanup_incomplete, find_latest_checkpoint, load_state, save_checkpoint, save_state
+from litebert.config import AlbertConfig, PRESETS
+from litebert.device import autocast, measure_peak_flops, pick_device, resolve_precision, synchronize
+from litebert.errors import ConfigError, TrainingError
+from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
+from litebert.optim import build_optimizer, make_scheduler
+from litebert.pretrained import model_files, read_model_state
+
+
+@dataclass
+class PretrainConfig:
+    model: str = "albert-tiny"  # preset name, config JSON, or a model directory to continue from
+    data: str = ""  # token store built by `litebert data build`
+    tokenizer: str | None = None  # default: the tokenizer the store was built with (STORE/tokenizer)
+    out: str = "runs/pretrain"
+    # examples
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    ngram: int = 3
+    objective: str = "sop"  # "sop" | "nsp" (ablation) | "none" (MLM only)
+    phases: str | None = None  # e.g. "0.9:128,0.1:512": 90% of steps at 128, then 10% at 512
+    # optimisation
+    batch_size: int = 256  # global batch, in sequences
+    micro_batch_size: int = 32  # per rank and forward pass; accumulation makes up the rest
+    steps: int = 1000
+    warmup_steps: int | None = None  # default: 2.5% of steps (the paper's 3125 of 125k)
+    lr: float = 0.00176  # the paper's, at batch 4096
+    optimizer: str = "lamb"
+    weight_decay: float = 0.01
+    poly_power: float = 1.0
+    max_grad_norm: float = 1.0
+    # speed
+    precision: str = "auto"
+    compile: bool = False
+    gradient_checkpointing: bool = False
+    dropout: float = 0.0  # ALBERT v2: no dropout in pretraining
+    threads: int | None = None
+    device: str | None = None
+    num_workers: int = 0
+    # bookkeeping
+    seed: int = 0
+    log_every: int = 10
+    eval_every: int = 0  # 0: only at the end
+    eval_batches: int = 20
+    save_every: int = 500
+    keep: int = 3
+    resume: str = "auto"  # "auto" | "none" | a checkpoint directory
+    nan_policy: str = "error"  # "error" | "skip"
+    nan_budget: int = 10
+    tensorboard: bool = False
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.steps >= 1, "steps", "must be >= 1"),
+            (self.batch_size >= 1 and self.micro_batch_size >= 1, "batch_size", "must be >= 1"),
+            (self.max_seq_length >= 8, "max_seq_length", "must be >= 8"),
+            (1 <= self.max_predictions_per_seq <= self.max_seq_length, "max_predictions_per_seq",
+             "must be in [1, max_seq_length]"),
+            (0 < self.masked_lm_prob < 1, "masked_lm_prob", "must be in (0, 1)"),
+            (0 <= self.short_seq_prob <= 1, "short_seq_prob", "must be in [0, 1]"),
+            (1 <= self.ngram <= 10, "ngram", "must be in [1, 10]"),
+            (self.objective in ("sop", "nsp", "none"), "objective", "must be sop, nsp or none"),
+            (self.lr > 0 and math.isfinite(self.lr), "lr", "must be a positive number"),
+            (self.optimizer in ("lamb", "adamw", "adamw_official"), "optimizer", "must be lamb, adamw or adamw_official"),
+            (self.max_grad_norm > 0, "max_grad_norm", "must be > 0"),
+            (0 <= self.dropout < 1, "dropout", "must be in [0, 1)"),
+            (self.nan_policy in ("error", "skip"), "nan_policy", "must be error or skip"),
+            (self.nan_budget >= 0, "nan_budget", "must be >= 0"),
+            (self.keep >= 1, "keep", "must be >= 1"),
+            (self.log_every >= 1 and self.save_every >= 1, "log_every/save_every", "must be >= 1"),
+            (self.warmup_steps is None or 0 <= self.warmup_steps <= self.steps, "warmup_steps",
+             "must be in [0, steps]"),
+        ]
+        for ok, name, why in checks:
+            if not ok:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name.split('/')[0], '')}: {why}")
+        parse_phases(self.phases, self.max_seq_length)  # validates
+
+    @property
+    def warmup(self) -> int:
+        return self.warmup_steps if self.warmup_steps is not None else round(0.025 * self.steps)
+
+
+def parse_phases(spec: str | None, default_length: int) -> list[tuple[float, int]]:
+    """"0.9:128,0.1:512" -> [(0.9, 128), (0.1, 512)]: fractions of the steps and their sequence lengths."""
+    if not spec:
+        return [(1.0, default_length)]
+    try:
+        phases = [(float(f), int(n)) for f, n in (part.split(":") for part in spec.split(","))]
+    except ValueError:
+        raise ConfigError(f"--phases {spec!r}: expected FRACTION:LENGTH[,FRACTION:LENGTH...]") from None
+    if abs(sum(f for f, _ in phases) - 1.0) > 1e-6 or any(f <= 0 or n < 8 for f, n in phases):
+        raise ConfigError(f"--phases {spec!r}: fractions must be positive and sum to 1, lengths >= 8")
+    return phases
+
+
+# --------------------------------------------------------------------------------------------- distributed
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def all_reduce(self, t: torch.Tensor, op=None) -> torch.Tensor:
+        if self.world > 1:
+            dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
+        return t
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+
+def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    device = pick_device(device_name)
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Dist(rank, world, local_rank), device
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+class BatchStream:
+    """Micro-batches for this rank, in an order fixed by (seed, phase, epoch, position) so a run can resume
+    at any step. Position = micro-batches already taken from the current epoch."""
+
+    def __init__(self, store, cfg: PretrainConfig, d: Dist, state: dict[str, int] | None = None):
+        self.store, self.cfg, self.d = store, cfg, d
+        self.phases = parse_phases(cfg.phases, cfg.max_seq_length)
+        self.state = dict(state or {"phase": 0, "epoch": 0, "position": 0})
+        self._iter = None
+
+    def state_dict(self) -> dict[str, int]:
+        return dict(self.state)
+
+    def _dataset(self, objective: str | None = None, split: str = "train", seq_len: int | None = None):
+        from litebert.data.pretraining import PretrainingDataset
+
+        cfg = self.cfg
+        return PretrainingDataset(
+            self.store, split=split, max_seq_length=seq_len or self.phases[self.state["phase"]][1],
+            max_predictions_per_seq=cfg.max_predictions_per_seq, masked_lm_prob=cfg.masked_lm_prob,
+            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=objective or cfg.objective,
+            seed=cfg.seed)
+
+    def _open(self) -> None:
+        from litebert.data.pretraining import ResumableSampler, collate_pretraining
+
+        cfg, s = self.cfg, self.state
+        dataset = self._dataset()
+        dataset.set_epoch(s["epoch"])
+        if len(dataset) < cfg.micro_batch_size * self.d.world:
+            raise TrainingError(f"{cfg.data}: only {len(dataset)} training examples at length "
+                                f"{self.phases[s['phase']][1]}, fewer than one global micro-batch "
+                                f"({cfg.micro_batch_size} x {self.d.world} ranks); use a bigger corpus")
+        sampler = ResumableSampler(len(dataset), rank=self.d.rank, world_size=self.d.world, seed=cfg.seed,
+                                   shuffle=True, drop_last=True)
+        sampler.set_epoch(s["epoch"])
+        sampler.position = s["position"] * cfg.micro_batch_size  # resume inside the epoch
+        # Pad to the phase's full length: static shapes (compile-friendly); ALBERT's pairs fill it anyway.
+        collate = functools.partial(collate_pretraining, pad_to=self.phases[s["phase"]][1],
+                                    pad_id=self.store.token_id("pad"))
+        loader = torch.utils.data.DataLoader(dataset, batch_size=cfg.micro_batch_size, sampler=sampler,
+                                             drop_last=True, num_workers=cfg.num_workers, collate_fn=collate)
+        self._iter = iter(loader)
+
+    def next(self, step: int) -> dict[str, torch.Tensor]:
+        from litebert.data.pretraining import phase_for_step
+
+        phase = phase_for_step(step, self.phases, self.cfg.steps).index
+        if phase != self.state["phase"]:  # a new sequence length: a fresh pass over the data at that length
+            self.state, self._iter = {"phase": phase, "epoch": 0, "position": 0}, None
+        if self._iter is None:
+            self._open()
+        try:
+            batch = next(self._iter)
+        except StopIteration:
+            self.state.update(epoch=self.state["epoch"] + 1, position=0)
+            self._open()
+            batch = next(self._iter)
+        self.state["position"] += 1
+        return batch
+
+
+# --------------------------------------------------------------------------------------------- setup
+
+
+@dataclass
+class Run:
+    cfg: PretrainConfig
+    d: Dist
+    device: torch.device
+    precision: str
+    config: AlbertConfig
+    model: torch.nn.Module  # what the loop calls (maybe DDP- and compile-wrapped)
+    raw_model: AlbertForPreTraining  # what we save
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    scaler: Any
+    stream: BatchStream
+    store: Any
+    tokenizer_dir: Path
+    accum: int
+    step: int = 0
+    nan_skipped: int = 0
+    peak_flops: float = float("nan")
+
+
+def model_config_for(cfg: PretrainConfig, vocab_size: int) -> tuple[AlbertConfig, Path | None]:
+    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer."""
+    from litebert.cli._common import load_config
+
+    source = Path(cfg.model)
+    init_dir = source if (source / "model.safetensors").is_file() else None
+    config = load_config(cfg.model) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
+    if init_dir is not None and config.vocab_size != vocab_size:
+        raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
+                          f"vocab size {vocab_size}")
+    dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
+    config = config.replace(vocab_size=vocab_size, gradient_checkpointing=cfg.gradient_checkpointing, **dropout)
+    if config.max_position_embeddings < max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length)):
+        raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
+                          f"{config.max_position_embeddings}")
+    return config, init_dir
+
+
+def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
+    """The store's own copy of its tokenizer, or --tokenizer; either way it must be the one the store used."""
+    from litebert.tokenizer import load_tokenizer
+
+    path = Path(cfg.tokenizer) if cfg.tokenizer else store.path / "tokenizer"
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no tokenizer directory; pass --tokenizer DIR (the one the store was built with)")
+    store.check_tokenizer(load_tokenizer(path))
+    return path
+
+
+def setup(cfg: PretrainConfig) -> Run:
+    from litebert.data.store import TokenStore
+
+    d, device = init_distributed(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    elif d.world > 1 and device.type == "cpu":
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // d.world))
+    precision = resolve_precision(cfg.precision, device)
+    if cfg.batch_size % (cfg.micro_batch_size * d.world):
+        raise ConfigError(f"--batch-size {cfg.batch_size} is not a multiple of --micro-batch-size "
+                          f"{cfg.micro_batch_size} x {d.world} rank(s)")
+    accum = cfg.batch_size // (cfg.micro_batch_size * d.world)
+
+    store = TokenStore.open(cfg.data)
+    tokenizer_dir = resolve_tokenizer_dir(cfg, store)
+    config, init_dir = model_config_for(cfg, store.vocab_size)
+    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
+    raw = AlbertForPreTraining(config)
+    if init_dir is not None:
+        raw.load_state_dict(read_model_state(init_dir)[2], strict=False)
+    raw.to(device)
+    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+
+    run_dir = Path(cfg.out)
+    if d.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    d.barrier()
+    stream = BatchStream(store, cfg, d)
+    run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
+              tokenizer_dir, accum)
+    resume_from(run)
+    if d.main:
+        check_run_dir_matches(run)
+    if d.world > 1:
+        kwargs = {"device_ids": [device.index]} if device.type == "cuda" else {}
+        run.model = torch.nn.parallel.DistributedDataParallel(raw, **kwargs)
+    if cfg.compile:
+        run.model = torch.compile(run.model)
+    return run
+
+
+def check_run_dir_matches(run: Run) -> None:
+    """Every run dir stores what made it; a restart with a different store or model is refused."""
+    path = Path(run.cfg.out) / "run.json"
+    now = {"model_config": run.config.to_dict(), "tokenizer_fingerprint": run.store.tokenizer_fingerprint,
+           "train": dataclasses.asdict(run.cfg)}
+    if path.is_file() and run.step > 0:
+        before = json.loads(path.read_text())
+        if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
+            raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
+                                "use a new --out")
+        if before.get("model_config") != now["model_config"]:
+            raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
+    path.write_text(json.dumps(now, indent=2) + "\n")
+
+
+def resume_from(run: Run) -> None:
+    cfg, d = run.cfg, run.d
+    run_dir = Path(cfg.out)
+    if cfg.resume == "none":
+        if find_latest_checkpoint(run_dir) is not None:
+            raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
+        return
+    if cfg.resume == "auto":
+        if d.main:
+            cleanup_incomplete(run_dir)
+        d.barrier()
+        ckpt = find_latest_checkpoint(run_dir)
+        if ckpt is None:
+            return
+    else:
+        ckpt = Path(cfg.resume)
+    state = load_state(ckpt / "trainer_state.pt")
+    _, _, weights, _ = read_model_state(ckpt)
+    run.raw_model.load_state_dict(weights, strict=True)
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    run.scaler.load_state_dict(state["scaler"])
+    run.step, run.nan_skipped = int(state["step"]), int(state["nan_skipped"])
+    if int(state["world_size"]) == d.world:
+        run.stream.state = {k: int(v) for k, v in state["data"].items()}
+        torch.set_rng_state(state["rng"][d.rank])
+    else:
+        # Another world size re-deals the epoch; start it again with the new sharding rather than guess.
+        run.stream.state = {"phase": int(state["data"]["phase"]), "epoch": int(state["data"]["epoch"]) + 1,
+                            "position": 0}
+        torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
+    if d.main:
+        print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
+        truncate_metrics(Path(cfg.out) / "metrics.jsonl", run.step)
+
+
+# --------------------------------------------------------------------------------------------- one step
+
+
+def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+    """Forward/backward over the micro-batches of one global batch, then one optimizer update (or a skip)."""
+    d, device, model = run.d, run.device, run.model
+    model.train()
+    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in batches]
+    # Global counts first: every micro-batch's loss is divided by the whole global batch's numbers.
+    counts = torch.tensor([sum(b["masked_weights"].sum().item() for b in batches),
+                           sum((b["sop_labels"] != -100).sum().item() for b in batches)], dtype=torch.float64)
+    d.all_reduce(counts)
+    n_masked, n_pairs = max(counts[0].item(), 1.0), max(counts[1].item(), 1.0)
+    sums = torch.zeros(5, dtype=torch.float64)  # mlm loss, mlm correct, sop loss, sop correct, tokens
+    for i, b in enumerate(batches):
+        last = i == len(batches) - 1
+        no_sync = model.no_sync if (d.world > 1 and not last and hasattr(model, "no_sync")) else contextlib.nullcontext
+        with no_sync():
+            with autocast(run.precision, device):
+                out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"],
+                            masked_positions=b["masked_positions"])
+            mlm = masked_lm_loss(out.mlm_logits, b["masked_ids"], b["masked_weights"], denominator=n_masked)
+            sop = F.cross_entropy(out.sop_logits.float(), b["sop_labels"], ignore_index=-100,
+                                  reduction="sum") / n_pairs
+            loss = (mlm + sop) * d.world
+            inject_fault("nan_loss", run.step, d.rank, loss)
+            run.scaler.scale(loss).backward()
+        with torch.no_grad():
+            w = b["masked_weights"]
+            sums += torch.tensor([mlm.item(), ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().item(),
+                                  sop.item(), (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().item(),
+                                  b["attention_mask"].numel()], dtype=torch.float64)
+    d.all_reduce(sums)
+    run.scaler.unscale_(run.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.raw_model.parameters(), run.cfg.max_grad_norm)
+    # Decide on every rank from the same all-reduced numbers, so all ranks skip or stop together.
+    finite = torch.tensor([float(math.isfinite(sums[0].item() + sums[2].item()) and
+                                 math.isfinite(grad_norm.item()))])
+    d.all_reduce(finite, op=dist.ReduceOp.MIN if d.world > 1 else None)
+    skipped = False
+    if finite.item() < 1.0:
+        run.nan_skipped += 1
+        if run.cfg.nan_policy == "error":
+            raise TrainingError(f"step {run.step}: non-finite loss or gradient (loss {sums[0] + sums[2]:.4g}, "
+                                f"grad norm {grad_norm.item():.4g}); the last checkpoint is intact. Use "
+                                "--nan-policy skip to skip such steps")
+        if run.nan_skipped > run.cfg.nan_budget:
+            raise TrainingError(f"step {run.step}: {run.nan_skipped} non-finite steps skipped, over the budget "
+                                f"--nan-budget {run.cfg.nan_budget}")
+        skipped = True  # the update is not applied; the schedule and the data move on
+    else:
+        run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+    lr = run.scheduler.get_last_lr()[0]
+    run.scheduler.step()
+    n_ranks_pairs = counts[1].item()
+    return {
+        "loss": (sums[0] + sums[2]).item() / d.world, "mlm_loss": sums[0].item() / d.world,
+        "mlm_acc": sums[1].item() / n_masked, "sop_loss": sums[2].item() / d.world,
+        "sop_acc": sums[3].item() / n_ranks_pairs if n_ranks_pairs else float("nan"),
+        "lr": lr, "grad_norm": grad_norm.item(), "tokens": sums[4].item(), "skipped": skipped,
+    }
+
+
+def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = None) -> None:
+    """Fault injection for the reliability tests, driven by LITEBERT_FAULT="kind:step[:rank]"."""
+    spec = os.environ.get("LITEBERT_FAULT", "")
+    if not spec:
+        return
+    parts = spec.split(":")
+    if parts[0] != kind or int(parts[1]) != step or (len(parts) > 2 and int(parts[2]) != rank):
+        return
+    if kind == "nan_loss" and loss is not None:
+        loss.data.fill_(float("nan"))
+    elif kind == "kill":
+        marker = os.environ.get("LITEBERT_FAULT_ONCE")
+        if marker:  # kill only on the first attempt (torchrun restarts the worker)
+            if Path(marker).exists():
+                return
+            Path(marker).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------------------------- eval, save, log
+
+
+@torch.no_grad()
+def evaluate(run: Run, objective: str | None = None) -> dict[str, float]:
+    """MLM loss/accuracy and sentence-pair accuracy on the store's validation split (fixed masks: epoch 0)."""
+    from litebert.data.pretraining import collate_pretraining
+
+    if run.store.num_documents("validation") == 0:
+        return {}
+    objective = objective or (run.cfg.objective if run.cfg.objective != "none" else "sop")
+    model = run.raw_model
+    model.eval()
+    dataset = run.stream._dataset(objective=objective, split="validation", seq_len=run.cfg.max_seq_length)
+    dataset.set_epoch(0)
+    n = min(len(dataset), run.cfg.eval_batches * run.cfg.micro_batch_size)
+    totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
+    for start in range(0, n, run.cfg.micro_batch_size):
+        b = collate_pretraining([dataset[i] for i in range(start, min(n, start + run.cfg.micro_batch_size))],
+                                pad_to=run.cfg.max_seq_length, pad_id=run.store.token_id("pad"))
+        b = {k: v.to(run.device) for k, v in b.items()}
+        with autocast(run.precision, run.device):
+            out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"],
+                        masked_positions=b["masked_positions"])
+        w = b["masked_weights"]
+        totals += torch.tensor([masked_lm_loss(out.mlm_logits, b["masked_ids"], w, denominator=1.0).item(),
+                                ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().item(),
+                                w.sum().item(), (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().item()],
+                               dtype=torch.float64)
+    masked = max(totals[2].item(), 1.0)
+    return {"eval_mlm_loss": totals[0].item() / masked, "eval_mlm_acc": totals[1].item() / masked,
+            f"eval_{objective}_acc": totals[3].item() / max(n, 1), "eval_examples": n}
+
+
+def save(run: Run) -> Path | None:
+    """A complete checkpoint-STEP/ or nothing: the model in HF layout, tokenizer, trainer state, RNG per rank."""
+    d = run.d
+    rng = [torch.get_rng_state()]
+    if d.world > 1:
+        gathered: list[Any] = [None] * d.world
+        dist.all_gather_object(gathered, rng[0])
+        rng = gathered
+    path = None
+    if d.main:
+        state = {"step": run.step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
+                 "scaler": run.scaler.state_dict(), "data": run.stream.state_dict(), "rng": rng,
+                 "world_size": d.world, "nan_skipped": run.nan_skipped}
+        writers = dict(model_files(run.raw_model))
+        for f in sorted(run.tokenizer_dir.iterdir()):
+            if f.is_file():
+                writers[f.name] = lambda p, f=f: p.write_bytes(f.read_bytes())
+        writers["trainer_state.pt"] = lambda p: save_state(p, state)
+        writers = with_file_faults(writers, run.step)
+        path = save_checkpoint(run.cfg.out, run.step, writers, keep=run.cfg.keep)
+    d.barrier()
+    return path
+
+
+def with_file_faults(writers: dict, step: int) -> dict:
+    """LITEBERT_FAULT="kill_after_file:STEP:K" SIGKILLs this process right after the K-th file of the
+    checkpoint at STEP is written (K = number of files: after all files, before the commit marker)."""
+    spec = os.environ.get("LITEBERT_FAULT", "").split(":")
+    if spec[0] != "kill_after_file" or int(spec[1]) != step:
+        return writers
+    k, written = int(spec[2]), []
+
+    def wrap(name, write):
+        def run_and_maybe_die(path):
+            write(path)
+            written.append(name)
+            if len(written) == k:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return run_and_maybe_die
+
+    return {name: wrap(name, w) for name, w in writers.items()}
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """After a resume, drop logged lines past the checkpoint so the curve has no duplicates."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in keep))
+    os.replace(tmp, path)
+
+
+def finite_or_none(x: Any) -> Any:
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+class MetricsLog:
+    def __init__(self, run: Run):
+        self.path = Path(run.cfg.out) / "metrics.jsonl"
+        self.main = run.d.main
+        self.tb = None
+        if self.main and run.cfg.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(Path(run.cfg.out) / "tb"))
+            except ImportError:
+                raise ConfigError("--tensorboard needs the [tb] extra: pip install 'litebert[tb]'") from None
+
+    def write(self, record: dict[str, Any]) -> None:
+        if not self.main:
+            return
+        record = {k: finite_or_none(v) for k, v in record.items()}
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and k != "step" and v is not None:
+                    self.tb.add_scalar(k, v, record["step"])
+
+
+# --------------------------------------------------------------------------------------------- the loop
+
+
+def pretrain(cfg: PretrainConfig) -> dict[str, float]:
+    run = setup(cfg)
+    d, log = run.d, MetricsLog(run)
+    seq_len = cfg.max_seq_length
+    flops_per_token = model_flops_per_token(run.config, seq_len, cfg.max_predictions_per_seq / seq_len)
+    if d.main:
+        m = cfg.micro_batch_size * seq_len
+        # The model's own FFN GEMM; for toy widths also a 1024-wide one, so a tiny model's MFU is not
+        # measured against a peak that small shapes never reach anyway.
+        run.peak_flops = max(measure_peak_flops(run.device, run.precision, m, run.config.hidden_size,
+                                                run.config.intermediate_size),
+                             measure_peak_flops(run.device, run.precision, max(m, 1024), 1024, 1024))
+        print(f"litebert pretrain: {run.raw_model.num_parameters(exclude_heads=True):,} parameters, "
+              f"{run.precision}, {d.world} rank(s) x {cfg.micro_batch_size} x {run.accum} accumulation = batch "
+              f"{cfg.batch_size}, {cfg.steps} steps from step {run.step}, peak {run.peak_flops / 1e12:.2f} "
+              "TFLOP/s (calibration GEMM)", file=sys.stderr)
+    bar = make_progress(cfg, run.step, d.main)
+    last = {}
+    window_tokens, window_start = 0.0, time.perf_counter()
+    while run.step < cfg.steps:
+        inject_fault("kill", run.step, d.rank)
+        batches = [run.stream.next(run.step) for _ in range(run.accum)]
+        t0 = time.perf_counter()
+        stats = train_step(run, batches)
+        synchronize(run.device)
+        if run.step == 0 and cfg.compile and d.main:
+            print(f"first step (with compilation) took {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        run.step += 1
+        window_tokens += stats.pop("tokens")
+        if run.step % cfg.log_every == 0 or run.step == cfg.steps:
+            elapsed = time.perf_counter() - window_start
+            tps = window_tokens / elapsed
+            peak = run.peak_flops * (d.world if run.device.type == "cuda" else 1)
+            last = {"step": run.step, **stats, "tokens_per_s": tps, "mfu": flops_per_token * tps / peak,
+                    "nan_skipped": run.nan_skipped, "time": time.time()}
+            log.write(last)
+            bar(last)
+            window_tokens, window_start = 0.0, time.perf_counter()
+        if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step != cfg.steps:
+            log_eval(run, log)
+        if run.step % cfg.save_every == 0 or run.step == cfg.steps:
+            save(run)
+    result = {**last, **log_eval(run, log)}
+    if d.world > 1:
+        dist.destroy_process_group()
+    return result
+
+
+def log_eval(run: Run, log: MetricsLog) -> dict[str, float]:
+    result: dict[str, float] = {}
+    if run.d.main:
+        result = evaluate(run)
+        if run.cfg.objective == "nsp":  # the ablation: score the NSP-trained head on SOP pairs too
+            result.update({k: v for k, v in evaluate(run, "sop").items() if k == "eval_sop_acc"})
+        elif run.cfg.objective == "sop":
+            result.update({k: v for k, v in evaluate(run, "nsp").items() if k == "eval_nsp_acc"})
+        if result:
+            log.write({"step": run.step, **result})
+            print("eval " + " ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float)),
+                  file=sys.stderr)
+    run.d.barrier()
+    return result
+
+
+def make_progress(cfg: PretrainConfig, start: int, main: bool):
+    """A tqdm bar on a terminal, plain log lines otherwise; returns the per-log-step update function."""
+    if not main:
+        return lambda rec: None
+    keys = ("loss", "mlm_acc", "sop_acc", "lr", "tokens_per_s", "mfu")
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.steps, initial=start, desc="pretrain", dynamic_ncols=True)
+
+        def update(rec):
+            bar.update(rec["step"] - bar.n)
+            bar.set_postfix({k: f"{rec[k]:.3g}" for k in keys if rec.get(k) is not None})
+        return update
+
+    def line(rec):
+        print(f"step {rec['step']}/{cfg.steps} " + " ".join(
+            f"{k}={rec[k]:.4g}" for k in keys if rec.get(k) is not None), file=sys.stderr, flush=True)
+    return line

@@ -1,0 +1,903 @@
+"""Tokenizers: ALBERT SentencePiece, BERT WordPiece (the Chinese ALBERT models), and SentencePiece training.
+
+`AlbertTokenizer` reproduces google-research/albert `tokenization.py`: `preprocess_text` (collapse whitespace,
+NFKD, drop combining marks, lower-case), then the SentencePiece model, then the digit-comma re-split of
+`encode_pieces` ("▁1999," -> "▁1999" ","). `WordPieceTokenizer` reproduces the same file's BERT path
+(`BasicTokenizer` + greedy longest-match WordPiece).
+
+Both give character offsets into the ORIGINAL text. Normalisation changes lengths (NFKD expands "ﬁ", drops
+accents, collapses whitespace), so normalisation runs on an `_Aligned` string that carries, for every normalised
+character, the span of original text it came from. The fast path (`encode_ids_batch`) skips all of that: it
+normalises with plain string methods and hands the whole batch to SentencePiece's C++ batch encoder.
+
+Directory layout is Hugging Face's: `spiece.model` (or `vocab.txt`) + `tokenizer_config.json` +
+`special_tokens_map.json`, so stock `transformers.AutoTokenizer` loads what we save.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import io
+import json
+import lzma
+import os
+import re
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from litebert.errors import ConfigError, CorpusError, LitebertError, TokenizerError, where
+
+SPIECE_UNDERLINE = "▁"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+MODEL_MAX_LENGTH = 512
+# Punctuation that the official whole-word masking counts as a word of its own (create_pretraining_data.py).
+_ASCII_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_ENGLISH = set("abcdefghijklmnopqrstuvwxyz")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Text normalisation, plain and aligned
+
+
+@cache
+def _combining_re() -> re.Pattern:
+    """One regex class holding every code point with a non-zero canonical combining class (built once, ~0.2 s)."""
+    ranges, start = [], None
+    for cp in range(0x110000):
+        is_comb = unicodedata.combining(chr(cp)) != 0
+        if is_comb and start is None:
+            start = cp
+        elif not is_comb and start is not None:
+            ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(cp - 1))}")
+            start = None
+    return re.compile("[" + "".join(ranges) + "]")
+
+
+def preprocess_text(text: str, remove_space: bool = True, lower: bool = False, keep_accents: bool = False) -> str:
+    """google-research/albert `preprocess_text`. Not HF's: no doubled-backtick/quote -> '"' replacement.
+
+    `keep_accents` follows HF's flag: it skips NFKD and the accent drop altogether.
+    """
+    if remove_space:
+        text = " ".join(text.split())
+    if not keep_accents and not text.isascii():  # NFKD is the identity on ASCII
+        text = _combining_re().sub("", unicodedata.normalize("NFKD", text))
+    return text.lower() if lower else text
+
+
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)  # [n]
+
+
+@cache
+def _space_code_points() -> np.ndarray:
+    """Every code point for which str.isspace() holds (what str.split() splits on)."""
+    return np.array([cp for cp in range(0x110000) if chr(cp).isspace()], dtype=np.uint32)
+
+
+class _Aligned:
+    """A normalised string that knows, for each of its characters, the span of original text it came from.
+
+    Work is vectorised with numpy and Python only touches the characters that change (non-ASCII ones, mostly),
+    so a 1 MB book aligns in about a second. A dropped character (an accent, a control character) is absorbed by
+    the surviving character before it: "cafe\u0301" -> "cafe" still maps back to the whole word.
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.length = len(text)  # of the original text
+        self.starts = np.arange(len(text), dtype=np.int64)  # [m] original start of each normalised char
+        self.ends = self.starts + 1  # [m] original end
+
+    def collapse_whitespace(self) -> _Aligned:
+        """" ".join(text.split()): drop outer whitespace; each inner run becomes one " " spanning the run."""
+        n = len(self.text)
+        space = np.isin(_code_points(self.text), _space_code_points())  # [n]
+        solid = np.flatnonzero(~space)
+        if solid.size == 0:
+            return self._replace("", self.starts[:0], self.ends[:0])
+        idx = np.arange(n)
+        run_start = space & np.concatenate([[False], ~space[:-1]])  # first char of a whitespace run
+        keep = ~space | (run_start & (idx < solid[-1]))
+        next_solid = np.minimum.accumulate(np.where(space, n, idx)[::-1])[::-1]  # [n] next non-space position
+        kept = np.flatnonzero(keep)
+        ends = np.where(space[kept], self.starts[np.minimum(next_solid[kept], n - 1)], self.ends[kept])
+        return self._replace(" ".join(self.text.split()), self.starts[kept], ends)
+
+    def rewrite(self, fn, inspect: np.ndarray | None = None) -> _Aligned:
+        """Replace each char at the `inspect` positions (default: non-ASCII) by fn(char): zero, one or more chars."""
+        cps = _code_points(self.text)
+        pos = np.flatnonzero(cps >= 128 if inspect is None else inspect(cps)).tolist()
+        if not pos:
+            return self
+        parts, counts, prev = [], np.ones(len(self.text), dtype=np.int64), 0
+        for p in pos:
+            r = fn(self.text[p])
+            parts += (self.text[prev:p], r)
+            counts[p] = len(r)
+            prev = p + 1
+        parts.append(self.text[prev:])
+        ends = self.ends.copy()
+        dropped = np.flatnonzero(counts == 0)
+        if dropped.size:  # absorb into the last surviving char before it
+            before = np.maximum.accumulate(np.where(counts > 0, np.arange(len(counts)), -1))[dropped]
+            ok = before >= 0
+            np.maximum.at(ends, before[ok], self.ends[dropped[ok]])
+        return self._replace("".join(parts), np.repeat(self.starts, counts), np.repeat(ends, counts))
+
+    def lower(self) -> _Aligned:
+        # str.lower is context-sensitive (final sigma) but context never changes a length: take the characters
+        # from the whole-string lower() and the lengths from per-character lower().
+        low = self.text.lower()
+        if len(low) == len(self.text):
+            return self._replace(low, self.starts, self.ends)
+        out = self.rewrite(str.lower)
+        return out._replace(low if len(low) == len(out.text) else out.text, out.starts, out.ends)
+
+    def _replace(self, text: str, starts: np.ndarray, ends: np.ndarray) -> _Aligned:
+        out = object.__new__(_Aligned)
+        out.text, out.length, out.starts, out.ends = text, self.length, starts, ends
+        return out
+
+    def spans(self, begins: Sequence[int], ends: Sequence[int]) -> list[tuple[int, int]]:
+        """Original spans of normalised ranges [begin, end); an empty range maps to an empty span at its place."""
+        b, e = np.asarray(begins, dtype=np.int64), np.asarray(ends, dtype=np.int64)  # [T]
+        if b.size == 0:
+            return []
+        tail = self.ends[-1] if len(self.ends) else self.length
+        start = np.append(self.starts, tail)[b]
+        end = np.where(e > b, self.ends[np.maximum(e - 1, 0)] if len(self.ends) else tail, start)
+        return list(zip(start.tolist(), end.tolist()))
+
+
+def _strip_nfkd(c: str) -> str:
+    return c if c.isascii() else "".join(x for x in unicodedata.normalize("NFKD", c) if not unicodedata.combining(x))
+
+
+def _strip_nfd(c: str) -> str:
+    # BERT's _run_strip_accents: NFD, then drop category Mn.
+    if c.isascii():
+        return c
+    return "".join(x for x in unicodedata.normalize("NFD", c) if unicodedata.category(x) != "Mn")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Shared encode / truncate / pad / save logic
+
+
+@dataclass
+class Encoding:
+    """One encoded text or pair. offsets[i] = (start, end) in the original text; (0, 0) for specials/padding."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    attention_mask: list[int]
+    offsets: list[tuple[int, int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+_TRUNCATIONS = ("longest_first", "only_first", "only_second")
+_PADDINGS = ("longest", "max_length")
+
+
+def _check_options(truncation, padding, max_length) -> tuple[str | None, str | None]:
+    if truncation is True:
+        truncation = "longest_first"
+    if truncation in (False, None):
+        truncation = None
+    elif truncation not in _TRUNCATIONS:
+        raise ConfigError(f"truncation={truncation!r}: use one of {_TRUNCATIONS} or False")
+    if padding is True:
+        padding = "longest"
+    if padding in (False, None, "do_not_pad"):
+        padding = None
+    elif padding not in _PADDINGS:
+        raise ConfigError(f"padding={padding!r}: use 'longest', 'max_length' or False")
+    if padding == "max_length" and max_length is None:
+        raise ConfigError("padding='max_length' needs max_length")
+    if max_length is not None and max_length < 2:
+        raise ConfigError(f"max_length={max_length}: must leave room for [CLS] and [SEP] (>= 2)")
+    return (truncation if max_length is not None else None), padding
+
+
+def _truncated_lengths(na: int, nb: int | None, budget: int, strategy: str) -> tuple[int, int | None]:
+    """How many tokens of each segment survive. longest_first is the official _truncate_seq_pair: drop one
+    token at a time from the END of the longer segment (the second one on ties)."""
+    if nb is None:
+        if strategy == "only_second":
+            raise ConfigError("truncation='only_second' needs a pair; use 'longest_first' for a single text")
+        return min(na, budget), None
+    if na + nb <= budget:
+        return na, nb
+    if strategy == "only_first":
+        if nb > budget:
+            raise ConfigError(f"truncation='only_first': the second segment alone has {nb} tokens, more than the "
+                              f"{budget} that max_length allows (use truncation='longest_first')")
+        return budget - nb, nb
+    if strategy == "only_second":
+        if na > budget:
+            raise ConfigError(f"truncation='only_second': the first segment alone has {na} tokens, more than the "
+                              f"{budget} that max_length allows (use truncation='longest_first')")
+        return na, budget - na
+    while na + nb > budget:
+        if na > nb:
+            na -= 1
+        else:
+            nb -= 1
+    return na, nb
+
+
+class _TokenizerBase:
+    """What both tokenizers share. Subclasses set the ids and implement encode_ids / _encode_offsets."""
+
+    pad_id: int
+    unk_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    vocab_file: Path
+    tokenizer_class: str  # the transformers class name written to tokenizer_config.json
+
+    # -- to implement ------------------------------------------------------------------------------------------
+    def encode_ids(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def _encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        raise NotImplementedError
+
+    def id_to_token(self, i: int) -> str:
+        raise NotImplementedError
+
+    def token_to_id(self, token: str) -> int:
+        raise NotImplementedError
+
+    def settings(self) -> dict:
+        raise NotImplementedError
+
+    def special_tokens(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _is_word_start(self, token: str) -> bool:
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------------------------------
+    def encode_ids_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        return [self.encode_ids(t) for t in texts]
+
+    def tokenize(self, text: str) -> list[str]:
+        return self.convert_ids_to_tokens(self.encode_ids(text))
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        return [self.id_to_token(int(i)) for i in ids]
+
+    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
+        return [self.token_to_id(t) for t in tokens]
+
+    def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
+               truncation: str | bool = "longest_first", padding: str | bool = False,
+               return_offsets: bool = False) -> Encoding:
+        """[CLS] A [SEP] (B [SEP]), token types 0.. 1..; max_length counts the specials and only applies when
+        truncation or padding="max_length" asks for it."""
+        out = self.batch_encode([text], None if pair is None else [pair], max_length, truncation, padding,
+                                return_offsets)
+        return Encoding(**{key: rows[0] for key, rows in out.items()})
+
+    def batch_encode(self, texts: Sequence[str], pairs: Sequence[str] | None = None, max_length: int | None = None,
+                     truncation: str | bool = "longest_first", padding: str | bool = False,
+                     return_offsets: bool = False, return_tensors: str | None = None,
+                     num_threads: int | None = None) -> dict:
+        """Encode many texts (or pairs). Returns {"input_ids", "token_type_ids", "attention_mask"[, "offsets"]}
+        as lists of lists, or as torch tensors with return_tensors="pt" (then every row must have one length)."""
+        if isinstance(texts, str):
+            raise ConfigError("batch_encode takes a list of texts; use encode() for a single text")
+        if pairs is not None and len(pairs) != len(texts):
+            raise ConfigError(f"batch_encode: {len(texts)} texts but {len(pairs)} pairs")
+        truncation, padding = _check_options(truncation, padding, max_length)
+        a_rows, a_offs = self._rows(texts, return_offsets, num_threads)
+        b_rows, b_offs = self._rows(pairs, return_offsets, num_threads) if pairs is not None else (
+            [None] * len(texts), [None] * len(texts))
+        built = [self._assemble(a, b, oa, ob, max_length, truncation)
+                 for a, b, oa, ob in zip(a_rows, b_rows, a_offs, b_offs)]
+        out = {"input_ids": [ids for ids, _, _ in built], "token_type_ids": [types for _, types, _ in built],
+               "attention_mask": [[1] * len(ids) for ids, _, _ in built]}
+        if return_offsets:
+            out["offsets"] = [offsets for _, _, offsets in built]
+        if padding is not None and built:
+            length = max_length if padding == "max_length" else max(map(len, out["input_ids"]))
+            fill = {"input_ids": self.pad_id, "token_type_ids": 0, "attention_mask": 0, "offsets": (0, 0)}
+            for key, rows in out.items():
+                for row in rows:
+                    row.extend([fill[key]] * (length - len(row)))
+        if return_tensors == "pt":
+            import torch
+
+            if len({len(ids) for ids in out["input_ids"]}) > 1:
+                raise ConfigError("return_tensors='pt' needs rows of one length: pass padding='longest' or "
+                                  "'max_length'")
+            out = {k: torch.tensor(v, dtype=torch.long) for k, v in out.items()}  # [B, L] ([B, L, 2] offsets)
+        elif return_tensors is not None:
+            raise ConfigError(f"return_tensors={return_tensors!r}: only 'pt' (or None for lists)")
+        return out
+
+    def _rows(self, texts: Sequence[str], return_offsets: bool, num_threads: int | None) -> tuple[list, list]:
+        if not return_offsets:
+            rows = [self.encode_ids(texts[0])] if len(texts) == 1 else self.encode_ids_batch(texts, num_threads)
+            return rows, [None] * len(texts)
+        encoded = [self._encode_offsets(t) for t in texts]
+        return [ids for ids, _ in encoded], [offs for _, offs in encoded]
+
+    def _assemble(self, a, b, oa, ob, max_length, truncation):
+        if truncation is not None:
+            budget = max_length - (3 if b is not None else 2)
+            na, nb = _truncated_lengths(len(a), None if b is None else len(b), budget, truncation)
+            a, oa = a[:na], (oa[:na] if oa is not None else None)
+            if b is not None:
+                b, ob = b[:nb], (ob[:nb] if ob is not None else None)
+        ids = [self.cls_id, *a, self.sep_id]
+        types = [0] * len(ids)
+        offsets = [(0, 0), *oa, (0, 0)] if oa is not None else None
+        if b is not None:
+            ids += [*b, self.sep_id]
+            types += [1] * (len(b) + 1)
+            if offsets is not None:
+                offsets += [*ob, (0, 0)]
+        return ids, types, offsets
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        ids = [int(i) for i in ids]
+        if skip_special_tokens:
+            ids = [i for i in ids if i not in self.special_ids]
+        return self._join_tokens(self.convert_ids_to_tokens(ids))
+
+    def _join_tokens(self, tokens: list[str]) -> str:
+        raise NotImplementedError
+
+    def word_start_mask(self) -> np.ndarray:
+        """[vocab_size] bool: True when a token starts a new whole word (for whole-word n-gram masking)."""
+        if getattr(self, "_word_start", None) is None:
+            mask = np.array([self._is_word_start(self.id_to_token(i)) for i in range(self.vocab_size)], dtype=bool)
+            mask[list(self.special_ids)] = True
+            self._word_start = mask
+        return self._word_start.copy()
+
+    def fingerprint(self) -> str:
+        """sha256 of the vocab file bytes and the settings: equal fingerprints tokenize identically."""
+        h = hashlib.sha256(self.vocab_file.read_bytes())
+        h.update(json.dumps(self.settings(), sort_keys=True).encode())
+        return h.hexdigest()
+
+    def save_pretrained(self, out_dir: str | os.PathLike) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / self.vocab_file_name
+        if not (target.exists() and target.samefile(self.vocab_file)):
+            _write_atomic(target, self.vocab_file.read_bytes())
+        specials = self.special_tokens()
+        config = {"tokenizer_class": self.tokenizer_class, **self.settings(), **specials,
+                  "model_max_length": MODEL_MAX_LENGTH}
+        config.pop("max_input_chars_per_word", None)  # ours only (it is in settings() for the fingerprint)
+        _write_atomic(out / TOKENIZER_CONFIG, json.dumps(config, indent=2, ensure_ascii=False).encode())
+        _write_atomic(out / SPECIAL_TOKENS_MAP, json.dumps(specials, indent=2, ensure_ascii=False).encode())
+        return out
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike):
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise TokenizerError(f"{directory}: not a tokenizer directory (expected {cls.vocab_file_name} and "
+                                 f"{TOKENIZER_CONFIG})")
+        config = _read_config(directory)
+        kwargs = {k: config[k] for k in cls.setting_names if k in config}
+        return cls(directory / cls.vocab_file_name, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.vocab_file)!r}, vocab_size={self.vocab_size}, {self.settings()})"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _read_config(directory: Path) -> dict:
+    path = directory / TOKENIZER_CONFIG
+    if not path.exists():
+        return {}
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise TokenizerError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise TokenizerError(f"{path}: expected a JSON object")
+    return config
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# ALBERT SentencePiece
+
+
+class AlbertTokenizer(_TokenizerBase):
+    """The official ALBERT tokenizer: preprocess_text + SentencePiece + the digit-comma re-split."""
+
+    tokenizer_class = "AlbertTokenizer"
+    vocab_file_name = "spiece.model"
+    setting_names = ("do_lower_case", "keep_accents", "remove_space")
+
+    def __init__(self, model_file: str | os.PathLike, do_lower_case: bool = True, keep_accents: bool = False,
+                 remove_space: bool = True):
+        import sentencepiece as spm
+
+        self.vocab_file = Path(model_file)
+        if not self.vocab_file.is_file():
+            raise TokenizerError(f"{self.vocab_file}: SentencePiece model file not found")
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.load(str(self.vocab_file))
+        except (RuntimeError, OSError) as exc:
+            raise TokenizerError(f"{self.vocab_file}: not a valid SentencePiece model ({exc})") from None
+        self.do_lower_case, self.keep_accents, self.remove_space = do_lower_case, keep_accents, remove_space
+        self.vocab_size = self.sp.get_piece_size()
+        self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            self._required_id(p) for p in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"))
+        sp = self.sp
+        self.special_ids = frozenset(
+            {i for i in range(self.vocab_size) if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)}
+            | {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id})
+        self._comma_fix = self._digit_comma_table()
+        self._comma_fix_by_id = {self.sp.piece_to_id(p): ids for p, (_, ids) in self._comma_fix.items()}
+        self._comma_fix_ids = frozenset(self._comma_fix_by_id)
+        self._word_start = None
+
+    def _required_id(self, piece: str) -> int:
+        i = self.sp.piece_to_id(piece)
+        if self._pieces[i] != piece:
+            raise TokenizerError(f"{self.vocab_file}: the model has no {piece} piece; ALBERT needs <pad> <unk> [CLS] "
+                                 f"[SEP] [MASK] (train one with `litebert tokenizer train`)")
+        return i
+
+    def _digit_comma_table(self) -> dict[str, tuple[list[str], list[int]]]:
+        """Official encode_pieces: a piece like "▁1999," (digit then comma) is re-encoded without the comma and
+        the comma appended. The result depends only on the piece, so precompute it for every such piece:
+        piece -> (replacement pieces, their ids)."""
+        table = {}
+        for piece in self._pieces:
+            if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+                sub = self.sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+                # The intent of the official code (and what it does on Python 2): a piece that did not start a
+                # word must not start one after the re-split. (30k-clean has no such piece: all 141 start with ▁.)
+                if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
+                    sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:], *sub[1:]]
+                sub.append(",")
+                table[piece] = (sub, [self.sp.piece_to_id(p) for p in sub])
+        return table
+
+    # -- encoding ----------------------------------------------------------------------------------------------
+    def normalize(self, text: str) -> str:
+        return preprocess_text(text, self.remove_space, self.do_lower_case, self.keep_accents)
+
+    def _fix_row(self, row: list[int]) -> list[int]:
+        if self._comma_fix_ids.isdisjoint(row):
+            return row
+        out = []
+        for i in row:
+            fix = self._comma_fix_by_id.get(i)
+            if fix:
+                out.extend(fix)
+            else:
+                out.append(i)
+        return out
+
+    def encode_ids(self, text: str) -> list[int]:
+        return self._fix_row(self.sp.encode(self.normalize(text)))
+
+    def encode_ids_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """The fast path: Python normalisation, then SentencePiece's C++ batch encoder (num_threads threads,
+        default all cores); only rows holding a digit-comma piece are touched again in Python."""
+        rows = self.sp.encode([self.normalize(t) for t in texts], num_threads=num_threads or -1)
+        return [self._fix_row(r) for r in rows]
+
+    def tokenize(self, text: str) -> list[str]:
+        """Pieces as the official FullTokenizer gives them (an unknown piece shows its text, not <unk>)."""
+        out = []
+        for piece in self.sp.encode(self.normalize(text), out_type=str):
+            fix = self._comma_fix.get(piece)
+            if fix:
+                out.extend(fix[0])
+            else:
+                out.append(piece)
+        return out
+
+    def _aligned_normalize(self, text: str) -> _Aligned:
+        al = _Aligned(text)
+        if self.remove_space:
+            al = al.collapse_whitespace()
+        if not self.keep_accents:
+            al = al.rewrite(_strip_nfkd)  # per-char NFKD == NFKD once the combining marks are dropped
+        return al.lower() if self.do_lower_case else al
+
+    def _encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        al = self._aligned_normalize(text)
+        ids, pieces = self.sp.encode(al.text), self.sp.encode(al.text, out_type=str)
+        begins, ends = self._piece_spans(al.text, pieces)
+        if not self._comma_fix_ids.isdisjoint(ids):
+            ids, begins, ends = self._split_digit_commas(ids, pieces, begins, ends)
+        return ids, al.spans(begins, ends)
+
+    def _piece_spans(self, norm: str, pieces: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """[begin, end) of each piece in `norm` chars, without the space that a "▁word" piece stands on."""
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))  # [T]
+        joined, spaced = "".join(pieces), norm.replace(" ", SPIECE_UNDERLINE)
+        if joined in (spaced, SPIECE_UNDERLINE + spaced):
+            # The usual case: the pieces spell `norm` (plus the dummy-prefix "▁"), so lengths give positions.
+            ends = np.cumsum(lengths) - (len(joined) - len(spaced))
+            begins = np.maximum(ends - lengths, 0)
+        else:
+            # SentencePiece's own normaliser changed something: ask it for UTF-8 byte offsets (slower).
+            nbytes = 1 + (_code_points(norm)[:, None] >= np.array([0x80, 0x800, 0x10000])).sum(1)
+            char_at = np.append(np.repeat(np.arange(len(norm)), nbytes), len(norm))
+            proto = self.sp.encode(norm, return_type="proto").pieces
+            begins = char_at[np.array([p.begin for p in proto], dtype=np.int64)]
+            ends = char_at[np.array([p.end for p in proto], dtype=np.int64)]
+        space = np.append(np.isin(_code_points(norm), _space_code_points()), False)
+        while (trim := (begins < ends - 1) & space[begins]).any():
+            begins = begins + trim
+        return begins, ends
+
+    def _split_digit_commas(self, ids, pieces, begins, ends):
+        """Apply the digit-comma re-split, laying the new pieces over the old piece's text left to right."""
+        out_ids, out_begins, out_ends = [], [], []
+        for i, piece, a, b in zip(ids, pieces, begins.tolist(), ends.tolist()):
+            fix = self._comma_fix.get(piece)
+            for sub, sub_id in zip(*fix) if fix else [(piece, i)]:
+                n = len(sub.lstrip(SPIECE_UNDERLINE)) if fix else b - a
+                out_ids.append(sub_id)
+                out_begins.append(min(a, b))
+                out_ends.append(min(a + n, b))
+                a += n
+        return out_ids, out_begins, out_ends
+
+    def id_to_token(self, i: int) -> str:
+        return self._pieces[i]
+
+    def token_to_id(self, token: str) -> int:
+        return self.sp.piece_to_id(token)
+
+    def _join_tokens(self, tokens: list[str]) -> str:
+        return "".join(tokens).replace(SPIECE_UNDERLINE, " ").strip()
+
+    def _is_word_start(self, piece: str) -> bool:
+        # Official create_pretraining_data._is_start_piece_sp: "▁"/"<" prefix, ASCII punctuation, or any char
+        # that is not an English letter or punctuation (digits, CJK, accented letters are words of their own).
+        return (piece.startswith((SPIECE_UNDERLINE, "<")) or piece in _ASCII_PUNCT
+                or not all(c.lower() in _ENGLISH or c in _ASCII_PUNCT for c in piece))
+
+    def settings(self) -> dict:
+        return {"do_lower_case": self.do_lower_case, "keep_accents": self.keep_accents,
+                "remove_space": self.remove_space}
+
+    def special_tokens(self) -> dict:
+        return {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
+                "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BERT WordPiece (Chinese ALBERT models)
+
+
+def _is_control(c: str) -> bool:
+    return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")
+
+
+def _bert_clean(c: str) -> str:
+    """BasicTokenizer._clean_text for one char: drop NUL, U+FFFD and controls; whitespace (Zs, \\t\\n\\r) -> " "."""
+    if c in "\x00\ufffd" or _is_control(c):
+        return ""
+    return " " if c in " \t\n\r" or unicodedata.category(c) == "Zs" else c
+
+
+# CJK Unified Ideographs blocks, as BERT's _is_chinese_char lists them.
+_CJK = "\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f" \
+       "\U0002b820-\U0002ceaf\uf900-\ufaff\U0002f800-\U0002fa1f"
+
+
+@cache
+def _bert_token_re() -> re.Pattern:
+    """One BasicTokenizer token: a CJK char, a punctuation char (all non-alphanumeric ASCII plus Unicode P*),
+    or a run of anything else up to whitespace."""
+    punct = "".join(re.escape(chr(cp)) for cp in range(0x110000)
+                    if unicodedata.category(chr(cp)).startswith("P") and cp > 126)
+    punct += re.escape("".join(chr(cp) for cp in (*range(33, 48), *range(58, 65), *range(91, 97), *range(123, 127))))
+    return re.compile(f"[{_CJK}]|[{punct}]|[^\\s{_CJK}{punct}]+")
+
+
+class WordPieceTokenizer(_TokenizerBase):
+    """BERT basic tokenization (clean, CJK chars split out, punctuation split, optional lower-case + accent
+    strip) followed by greedy longest-match WordPiece with "##" continuations."""
+
+    tokenizer_class = "BertTokenizer"
+    vocab_file_name = "vocab.txt"
+    setting_names = ("do_lower_case", "strip_accents")
+    _SPECIAL = re.compile(r"^\[[^\[\]]+\]$|^<[^<>]+>$")  # [PAD] [unused7] <S>: never produced from text
+    _CACHE_SIZE = 200_000
+
+    def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True, strip_accents: bool | None = None,
+                 max_input_chars_per_word: int = 100):
+        self.vocab_file = Path(vocab_file)
+        self.vocab = self._load_vocab(self.vocab_file)
+        self.tokens = list(self.vocab)
+        self.vocab_size = len(self.tokens)
+        self.do_lower_case, self.strip_accents = do_lower_case, strip_accents
+        self._strip = do_lower_case if strip_accents is None else strip_accents
+        self.max_input_chars_per_word = max_input_chars_per_word  # HF's 100; the official file uses 200
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            self._required_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+        self.special_ids = frozenset(i for i, t in enumerate(self.tokens) if self._SPECIAL.match(t))
+        self._cache: dict[str, list[tuple[int, int, int]]] = {}
+        self._word_start = None
+
+    @staticmethod
+    def _load_vocab(path: Path) -> dict[str, int]:
+        if not path.is_file():
+            raise TokenizerError(f"{path}: WordPiece vocab file not found")
+        try:
+            lines = path.read_text(encoding="utf-8").split("\n")
+        except (UnicodeDecodeError, OSError) as exc:
+            raise TokenizerError(f"{path}: cannot read the vocab as UTF-8 text ({exc})") from None
+        if lines and lines[-1] == "":
+            lines.pop()
+        vocab: dict[str, int] = {}
+        for lineno, line in enumerate(lines, 1):
+            token = line.rstrip("\r")
+            if token in vocab:
+                raise TokenizerError(f"{where(path, lineno)}: duplicate token {token!r} (first on line "
+                                     f"{vocab[token] + 1}); ids must equal line numbers")
+            vocab[token] = lineno - 1
+        if not vocab:
+            raise TokenizerError(f"{path}: empty vocab")
+        return vocab
+
+    def _required_id(self, token: str) -> int:
+        if token not in self.vocab:
+            raise TokenizerError(f"{self.vocab_file}: the vocab has no {token} token (a BERT vocab.txt needs "
+                                 f"[PAD] [UNK] [CLS] [SEP] [MASK])")
+        return self.vocab[token]
+
+    def _wordpiece(self, token: str) -> list[tuple[int, int, int]]:
+        """Greedy longest-match-first: [(id, char start, char end)] within `token`; one [UNK] over it all when
+        it is too long or some suffix matches nothing."""
+        out = self._cache.get(token)
+        if out is not None:
+            return out
+        n = len(token)
+        out, start = [], 0
+        while start < n and n <= self.max_input_chars_per_word:
+            for end in range(n, start, -1):
+                sub = token[start:end] if start == 0 else "##" + token[start:end]
+                if sub in self.vocab:
+                    out.append((self.vocab[sub], start, end))
+                    start = end
+                    break
+            else:
+                break
+        if start < n:
+            out = [(self.unk_id, 0, n)]
+        if len(self._cache) >= self._CACHE_SIZE:
+            self._cache.clear()
+        self._cache[token] = out
+        return out
+
+    def _aligned_normalize(self, text: str) -> _Aligned:
+        # BasicTokenizer cleans, then lower-cases and strips accents per whitespace token. Doing the last two on
+        # the whole text is the same: lower()'s only context rule (final sigma) stops at whitespace and CJK.
+        al = _Aligned(text).rewrite(_bert_clean, inspect=lambda cps: (cps < 32) | (cps >= 127))
+        if self.do_lower_case:
+            al = al.lower()
+        return al.rewrite(_strip_nfd) if self._strip else al
+
+    def _encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        al = self._aligned_normalize(text)
+        ids, begins, ends = [], [], []
+        for m in _bert_token_re().finditer(al.text):  # CJK chars and punctuation split out, whitespace dropped
+            for tid, a, b in self._wordpiece(m.group()):
+                ids.append(tid)
+                begins.append(m.start() + a)
+                ends.append(m.start() + b)
+        return ids, al.spans(begins, ends)
+
+    def encode_ids(self, text: str) -> list[int]:
+        return self._encode_offsets(text)[0]
+
+    def id_to_token(self, i: int) -> str:
+        return self.tokens[i]
+
+    def token_to_id(self, token: str) -> int:
+        return self.vocab.get(token, self.unk_id)
+
+    def _join_tokens(self, tokens: list[str]) -> str:
+        return " ".join(tokens).replace(" ##", "")
+
+    def _is_word_start(self, token: str) -> bool:
+        return not token.startswith("##")
+
+    def settings(self) -> dict:
+        return {"do_lower_case": self.do_lower_case, "strip_accents": self.strip_accents,
+                "max_input_chars_per_word": self.max_input_chars_per_word}
+
+    def special_tokens(self) -> dict:
+        return {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "mask_token": "[MASK]"}
+
+
+def load_tokenizer(path: str | os.PathLike) -> AlbertTokenizer | WordPieceTokenizer:
+    """A tokenizer dir (ours or Hugging Face's), or a bare spiece.model / vocab.txt file."""
+    path = Path(path)
+    if path.is_file():
+        if path.suffix == ".txt":
+            return WordPieceTokenizer(path)
+        return AlbertTokenizer(path)
+    if not path.is_dir():
+        raise TokenizerError(f"{path}: no such tokenizer directory or file")
+    name = str(_read_config(path).get("tokenizer_class", "")).removesuffix("Fast")
+    by_name = {"AlbertTokenizer": AlbertTokenizer, "BertTokenizer": WordPieceTokenizer}
+    if name in by_name:
+        return by_name[name].from_pretrained(path)
+    for cls in (AlbertTokenizer, WordPieceTokenizer):
+        if (path / cls.vocab_file_name).is_file():
+            return cls.from_pretrained(path)
+    raise TokenizerError(f"{path}: no spiece.model or vocab.txt (expected a dir written by save_pretrained or "
+                         f"`litebert tokenizer train`)")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# SentencePiece training (ALBERT's settings)
+
+# The spm_train command of the google-research/albert README. Any key can be overridden.
+ALBERT_SPM_SETTINGS: dict = {
+    "model_type": "unigram",
+    "pad_id": 0, "unk_id": 1, "bos_id": -1, "eos_id": -1,
+    "control_symbols": ["[CLS]", "[SEP]", "[MASK]"],
+    "user_defined_symbols": ["(", ")", '"', "-", ".", "–", "£", "€"],
+    "character_coverage": 0.99995,
+    "input_sentence_size": 10_000_000,  # reservoir-sampled: memory stays bounded however big the corpus is
+    "shuffle_input_sentence": True,
+    "max_sentence_length": 4192,  # bytes; longer lines are skipped (and counted)
+}
+BAD_UTF8_POLICIES = ("strict", "replace", "skip")
+
+
+@dataclass
+class CorpusStats:
+    files: list[str] = field(default_factory=list)
+    lines: int = 0  # lines handed to the trainer
+    blank_lines: int = 0
+    too_long_lines: int = 0
+    bad_utf8_lines: int = 0
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    model_file: Path
+    vocab_size: int
+    stats: CorpusStats
+
+
+def _open_binary(path: Path):
+    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}.get(path.suffix, open)
+    try:
+        return opener(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot open ({exc.strerror or exc})") from None
+
+
+def iter_corpus_lines(paths: Sequence[Path], stats: CorpusStats, on_bad_utf8: str = "strict") -> Iterator[str]:
+    """Non-blank lines of plain / .gz / .bz2 / .xz text files, decoded as UTF-8 under the given policy."""
+    if on_bad_utf8 not in BAD_UTF8_POLICIES:
+        raise ConfigError(f"on_bad_utf8={on_bad_utf8!r}: use one of {BAD_UTF8_POLICIES}")
+    for path in paths:
+        stats.files.append(str(path))
+        lineno = 0
+        try:
+            with _open_binary(path) as f:
+                for lineno, raw in enumerate(f, 1):
+                    try:
+                        line = raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        if on_bad_utf8 == "strict":
+                            raise CorpusError(f"{where(path, lineno)}: invalid UTF-8 at byte {exc.start} of the line "
+                                              f"(use --on-bad-utf8 replace or skip)") from None
+                        stats.bad_utf8_lines += 1
+                        if on_bad_utf8 == "skip":
+                            continue
+                        line = raw.decode("utf-8", "replace")
+                    line = line.rstrip("\r\n")
+                    if lineno == 1:
+                        line = line.lstrip("\ufeff")
+                    if not line.strip():
+                        stats.blank_lines += 1
+                        continue
+                    yield line
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            raise CorpusError(f"{where(path, lineno + 1)}: cannot read ({exc})") from None
+
+
+def _check_corpus_file(path: Path) -> None:
+    """Fail early, naming the file, when it is missing, a directory, unreadable or has no text."""
+    if not path.exists():
+        raise CorpusError(f"{path}: no such file")
+    if not path.is_file():
+        raise CorpusError(f"{path}: not a file")
+    probe = CorpusStats()
+    for _ in iter_corpus_lines([path], probe, on_bad_utf8="replace"):
+        return
+    raise CorpusError(f"{path}: empty corpus (no non-blank lines)")
+
+
+def train_sentencepiece(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_dir: str | os.PathLike,
+                        vocab_size: int = 30000, *, do_lower_case: bool = True, on_bad_utf8: str = "strict",
+                        seed: int = 12345, verbose: bool = False, **overrides) -> TrainResult:
+    """Train a unigram SentencePiece model with ALBERT's settings and save a tokenizer dir (HF layout).
+
+    Lines go through the same `preprocess_text` the tokenizer applies at encode time, so the vocabulary is
+    learned on exactly what it will see. `overrides` are SentencePiece trainer options (e.g.
+    character_coverage=1.0, input_sentence_size=1_000_000, hard_vocab_limit=False, num_threads=8).
+    """
+    import sentencepiece as spm
+
+    paths = [Path(inputs)] if isinstance(inputs, (str, os.PathLike)) else [Path(p) for p in inputs]
+    if not paths:
+        raise CorpusError("no input files given (--input FILE...)")
+    for path in paths:
+        _check_corpus_file(path)
+    settings = {**ALBERT_SPM_SETTINGS, "vocab_size": vocab_size, "num_threads": os.cpu_count() or 1, **overrides}
+    for key in ("input", "model_prefix", "sentence_iterator", "model_writer"):
+        if key in settings:
+            raise ConfigError(f"{key}: set by train_sentencepiece itself (pass input files and out_dir instead)")
+    max_bytes = int(settings["max_sentence_length"])
+    stats = CorpusStats()
+    failure: list[LitebertError] = []
+
+    def sentences() -> Iterator[str]:
+        try:
+            for line in iter_corpus_lines(paths, stats, on_bad_utf8):
+                line = preprocess_text(line, lower=do_lower_case)
+                if len(line.encode()) > max_bytes:
+                    stats.too_long_lines += 1
+                    continue
+                stats.lines += 1
+                yield line
+        except LitebertError as exc:  # SentencePiece wraps iterator errors in RuntimeError; keep ours
+            failure.append(exc)
+            raise
+
+    model = io.BytesIO()
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=sentences(), model_writer=model,
+                                       minloglevel=0 if verbose else 2, **settings)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        if failure:
+            raise failure[0] from None
+        raise TokenizerError(f"SentencePiece training failed: {str(exc).strip()} (a small corpus may need a smaller "
+                             f"--vocab-size or hard_vocab_limit=False)") from None
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model_file = out / AlbertTokenizer.vocab_file_name
+    _write_atomic(model_file, model.getvalue())
+    tok = AlbertTokenizer(model_file, do_lower_case=do_lower_case)
+    tok.save_pretrained(out)
+    record = {"settings": settings, "do_lower_case": do_lower_case, "seed": seed, "stats": asdict(stats)}
+    _write_atomic(out / "spm_train.json", json.dumps(record, indent=2, ensure_ascii=False).encode())
+    return TrainResult(out, model_file, tok.vocab_size, stats)

@@ -1,0 +1,435 @@
+"""Stage 2: chunking, SOP/NSP pairs, n-gram whole-word masking, determinism, sampler sharding and resume."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+from torch.utils.data import DataLoader
+
+from litebert.data.pretraining import (
+    PretrainingDataset,
+    ResumableSampler,
+    build_chunk_index,
+    choose_ngram_spans,
+    collate_pretraining,
+    make_rng,
+    ngram_probabilities,
+    phase_for_step,
+    truncation_counts,
+)
+from litebert.data.store import build_store
+from litebert.errors import ConfigError, TrainingError
+from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer
+
+# -- fixtures: an English store (30k-clean SentencePiece) and a Chinese one (albert_zh WordPiece) -------------------
+
+
+@pytest.fixture(scope="module")
+def en(shared_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("en")
+    tok = AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model")
+    tok.save_pretrained(root / "tok")
+    lines = []
+    for name in ("austen-emma.txt", "chesterton-brown.txt"):
+        text = (shared_data / "gutenberg" / name).read_text(encoding="utf-8").split("\n")[:700]
+        for i in range(0, len(text), 35):  # documents of 35 sentences, plus a one-sentence document each time
+            lines += text[i : i + 35] + ["", text[i], ""]
+    (root / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = build_store(root / "corpus.txt", root / "tok", root / "store", validation_fraction=0.1, seed=0)
+    return store, tok
+
+
+@pytest.fixture(scope="module")
+def zh(shared_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("zh")
+    tok = WordPieceTokenizer(shared_data / "chinese" / "albert_zh_vocab.txt")
+    tok.save_pretrained(root / "tok")
+    contexts = json.loads((shared_data / "chinese" / "cmrc2018" / "cmrc2018_dev.json").read_text(encoding="utf-8"))
+    with open(root / "zh.jsonl", "w", encoding="utf-8") as f:
+        for c in contexts[:40]:
+            f.write(json.dumps({"text": c["context_text"]}, ensure_ascii=False) + "\n")
+    store = build_store(root / "zh.jsonl", root / "tok", root / "store", validation_fraction=0)
+    return store, tok
+
+
+def _unmasked(ex) -> np.ndarray:
+    ids = ex["input_ids"].copy()
+    real = ex["masked_weights"] > 0
+    ids[ex["masked_positions"][real]] = ex["masked_ids"][real]
+    return ids
+
+
+def _segments(ex, sep_id) -> tuple[np.ndarray, np.ndarray]:
+    ids = _unmasked(ex)
+    seps = np.flatnonzero(ids == sep_id)
+    first_sep = np.flatnonzero(ex["token_type_ids"] == 1)[0] - 1
+    assert ids[first_sep] == sep_id and seps[-1] == len(ids) - 1
+    return ids[1:first_sep], ids[first_sep + 1 : -1]
+
+
+def _contains(haystack: np.ndarray, needle: np.ndarray) -> int:
+    """Start of needle in haystack (both token arrays), or -1."""
+    windows = np.lib.stride_tricks.sliding_window_view(haystack, len(needle))
+    hits = np.flatnonzero((windows == needle).all(axis=1))
+    return int(hits[0]) if len(hits) else -1
+
+
+# -- n-gram masking -----------------------------------------------------------------------------------------------
+
+
+def test_ngram_probabilities():
+    np.testing.assert_allclose(ngram_probabilities(3), [6 / 11, 3 / 11, 2 / 11])
+    np.testing.assert_allclose(ngram_probabilities(3, favor_shorter=False), [2 / 11, 3 / 11, 6 / 11])
+
+
+@pytest.mark.parametrize("favor_shorter", [True, False])
+def test_ngram_lengths_follow_one_over_n(favor_shorter):
+    """The first candidate visited is never rejected (nothing is covered yet, the budget fits 3 words), so its
+    drawn n is an unbiased sample of p(n) whenever 3 words remain in its segment."""
+    pvals = ngram_probabilities(3, favor_shorter)
+    num_words = 60
+    pos = list(range(num_words))
+    end = [p + 1 for p in pos]
+    avail = np.minimum(3, num_words - np.arange(num_words))
+    counts = np.zeros(3)
+    for i in range(4000):
+        spans = choose_ngram_spans(pos, end, avail, 20, pvals, make_rng(7, i))
+        k, drawn, used = spans[0]
+        assert used == drawn <= avail[k]
+        if avail[k] == 3:
+            counts[drawn - 1] += 1
+    result = sps.chisquare(counts, counts.sum() * pvals)
+    assert result.pvalue > 1e-3, (counts / counts.sum(), pvals)
+
+
+def test_ngram_spans_respect_budget_segments_and_each_other():
+    pvals = ngram_probabilities(3)
+    rng = make_rng(1)
+    for i in range(300):
+        sizes = rng.integers(1, 4, size=40)  # tokens per word
+        end = np.cumsum(sizes)
+        pos = end - sizes
+        segment_end = np.full(40, 40)
+        segment_end[:17] = 17  # two segments: words 0..16 and 17..39
+        avail = np.minimum(3, segment_end - np.arange(40))
+        spans = choose_ngram_spans(pos.tolist(), end.tolist(), avail, 12, pvals, make_rng(2, i))
+        covered = [w for k, _, n in spans for w in range(k, k + n)]
+        assert len(covered) == len(set(covered))  # no overlapping spans
+        assert all(n <= drawn and (k < 17) == (k + n - 1 < 17) for k, drawn, n in spans)  # inside a segment
+        assert sum(end[k + n - 1] - pos[k] for k, _, n in spans) <= 12
+
+
+def _masking_stats(ds, count):
+    total_len = masked = n_mask = n_kept = 0
+    randoms = []
+    keys = [(e, i) for e in range(10) for i in range(len(ds.chunk_index(e)))][:count]  # several epochs
+    for epoch, i in keys:
+        ex = ds.example(i, epoch=epoch)
+        length = len(ex["input_ids"])
+        real = ex["masked_weights"] > 0
+        positions, labels = ex["masked_positions"][real], ex["masked_ids"][real]
+        assert np.all(np.diff(positions) > 0) and positions.min() > 0
+        expected = min(ds.max_predictions, max(1, round(length * ds.masked_lm_prob)))
+        assert len(positions) <= expected
+        inputs = ex["input_ids"][positions]
+        assert not np.isin(labels, [ds.cls_id, ds.sep_id]).any()  # [CLS]/[SEP] never masked
+        total_len += length
+        masked += len(positions)
+        n_mask += int((inputs == ds.mask_id).sum())
+        n_kept += int((inputs == labels).sum())
+        randoms += inputs[(inputs != ds.mask_id) & (inputs != labels)].tolist()
+    return total_len, masked, n_mask, n_kept, np.array(randoms)
+
+
+def _within(observed, n, p, sigmas=5.0):
+    return abs(observed / n - p) <= sigmas * np.sqrt(p * (1 - p) / n)
+
+
+def test_mask_rate_and_80_10_10(en):
+    store, tok = en
+    ds = PretrainingDataset(store, max_seq_length=128, max_predictions_per_seq=20, seed=3)
+    total_len, masked, n_mask, n_kept, randoms = _masking_stats(ds, 600)
+    assert 0.13 <= masked / total_len <= 0.155  # 15%, capped at 20 per 128-token sequence
+    assert _within(n_mask, masked, 0.8) and _within(n_kept, masked, 0.1 + 0.1 / tok.vocab_size)
+    assert _within(len(randoms), masked, 0.1 * (1 - 1 / tok.vocab_size))
+    assert not set(randoms.tolist()) & tok.special_ids
+    assert len(ds.replacement_ids) == tok.vocab_size - len(tok.special_ids)
+
+
+def test_whole_word_spans_never_split_a_word_en_zh(en, zh):
+    for (store, tok), count in ((en, 300), (zh, 300)):
+        ds = PretrainingDataset(store, max_seq_length=128, seed=5)
+        word_start = tok.word_start_mask()
+        randoms = []
+        for i in range(min(count, len(ds))):
+            ex = ds[i]
+            ids = _unmasked(ex)
+            special = np.isin(ids, [ds.cls_id, ds.sep_id])
+            segment_start = np.r_[False, special[:-1]]
+            starts = word_start[ids] | segment_start | special  # a position where a new unit begins
+            masked = np.zeros(len(ids), bool)
+            masked[ex["masked_positions"][ex["masked_weights"] > 0]] = True
+            # entering a masked run must be at a word start; leaving one must be at a word start or special
+            entering = masked & ~np.r_[False, masked[:-1]]
+            leaving = ~masked & np.r_[False, masked[:-1]]
+            assert starts[entering].all() and starts[leaving].all(), tok.convert_ids_to_tokens(ids)
+            inputs = ex["input_ids"][masked]
+            randoms += inputs[(inputs != ds.mask_id) & (inputs != ids[masked])].tolist()
+        assert not set(randoms) & tok.special_ids  # zh: 106 special/unused ids are never drawn
+
+
+# -- pairs --------------------------------------------------------------------------------------------------------
+
+
+def test_swapped_example_is_in_order_twin_exchanged(en):
+    store, tok = en
+    ds = PretrainingDataset(store, max_seq_length=64, seed=11)
+    checked = 0
+    chunks = ds.chunk_index()
+    for i in range(200):
+        if chunks.ends[i] - chunks.starts[i] < 2:
+            continue
+        straight, swapped = ds.example(i, swap=False), ds.example(i, swap=True)
+        a0, b0 = _segments(straight, ds.sep_id)
+        a1, b1 = _segments(swapped, ds.sep_id)
+        np.testing.assert_array_equal(a1, b0)
+        np.testing.assert_array_equal(b1, a0)
+        assert (straight["sop_label"], swapped["sop_label"]) == (0, 1)
+        # the in-order pair is contiguous text of the chunk: A then B, each possibly trimmed at its outer ends
+        chunk = store.split().tokens(int(chunks.starts[i]), int(chunks.ends[i]))
+        start_a, start_b = _contains(chunk, a0), _contains(chunk, b0)
+        assert 0 <= start_a and start_a + len(a0) <= start_b
+        assert ds[i]["sop_label"] in (0, 1)
+        checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("single_sentence", ["split", "random_document"])
+def test_sop_labels_balanced(en, single_sentence):
+    store, _ = en
+    ds = PretrainingDataset(store, max_seq_length=128, seed=2, single_sentence=single_sentence)
+    labels = np.array([ds[i]["sop_label"] for i in range(len(ds))])
+    chunks = ds.chunk_index()
+    single = (chunks.ends - chunks.starts) == 1
+    # official: a single-sentence chunk takes B from another document and is always labelled 1
+    expected = 0.5 if single_sentence == "split" else 0.5 * (1 + single.mean())
+    assert single.any() and _within(labels.sum(), len(labels), expected)
+    if single_sentence == "random_document":
+        assert labels[single].all()
+
+
+def test_nsp_and_none_objectives(en):
+    store, _ = en
+    nsp = PretrainingDataset(store, max_seq_length=128, seed=4, objective="nsp")
+    chunks = nsp.chunk_index()
+    labels, multi = [], (chunks.ends - chunks.starts) >= 2
+    for i in range(len(nsp)):
+        ex = nsp[i]
+        labels.append(ex["sop_label"])
+        if ex["sop_label"] == 0:  # actual next: A then B, contiguous in the chunk
+            a, b = _segments(ex, nsp.sep_id)
+            chunk = store.split().tokens(int(chunks.starts[i]), int(chunks.ends[i]))
+            assert 0 <= _contains(chunk, a) <= _contains(chunk, b)
+    labels = np.array(labels)
+    assert _within(labels[multi].sum(), multi.sum(), 0.5) and labels[~multi].all()
+    none = PretrainingDataset(store, max_seq_length=128, seed=4, objective="none")
+    for i in range(20):
+        ex = none[i]
+        assert ex["sop_label"] == -100 and not ex["token_type_ids"].any()
+        assert (ex["input_ids"] == none.sep_id).sum() == 1 and len(ex["input_ids"]) <= 128
+
+
+def test_truncation_counts_match_official_loop():
+    @given(st.integers(1, 300), st.integers(1, 300), st.integers(2, 300))
+    @settings(max_examples=400, deadline=None)
+    def check(la, lb, max_tokens):
+        a, b = la, lb  # official truncate_seq_pair: trim the longer segment (B on ties) until it fits
+        while a + b > max_tokens:
+            if a > b:
+                a -= 1
+            else:
+                b -= 1
+        assert truncation_counts(la, lb, max_tokens) == (la - a, lb - b)
+
+    check()
+
+
+def test_sequences_fit_and_short_seq_prob(en):
+    store, _ = en
+    ds = PretrainingDataset(store, max_seq_length=64, short_seq_prob=0.1, seed=8)
+    lengths = [len(ds[i]["input_ids"]) for i in range(len(ds))]
+    assert max(lengths) == 64
+    targets = ds.chunk_index().targets
+    assert targets.min() >= 2 and targets.max() == 61
+    assert _within((targets < 61).sum(), len(targets), 0.1 * (1 - 1 / 60))
+
+
+# -- chunk index --------------------------------------------------------------------------------------------------
+
+
+@st.composite
+def _corpus_shapes(draw):
+    lengths = draw(st.lists(st.integers(1, 40), min_size=1, max_size=120))
+    cuts = sorted(set(draw(st.lists(st.integers(1, len(lengths)), max_size=10))) | {len(lengths)})
+    return np.array(lengths), np.array([0] + cuts), draw(st.integers(2, 60)), draw(st.sampled_from([0.0, 0.3, 1.0]))
+
+
+@given(_corpus_shapes(), st.integers(0, 2**31))
+@settings(max_examples=150, deadline=None)
+def test_chunk_index_is_official_greedy_chunking(shape, seed):
+    lengths, docs, max_tokens, short_prob = shape
+    index = build_chunk_index(lengths, docs, max_tokens, short_prob, make_rng(seed))
+    # chunks tile the sentences in order and never cross a document
+    assert index.starts[0] == 0 and np.array_equal(index.starts[1:], index.ends[:-1]) and index.ends[-1] == len(lengths)
+    doc_of = np.searchsorted(docs, np.arange(len(lengths)), side="right") - 1
+    assert np.array_equal(doc_of[index.starts], doc_of[index.ends - 1])
+    # greedy: a chunk stops at the first sentence that brings it to its target, or at the document's end
+    for s, e, target in zip(index.starts, index.ends, index.targets):
+        size = lengths[s:e].sum()
+        doc_end = docs[doc_of[s] + 1]
+        assert size >= target or e == doc_end
+        assert lengths[s : e - 1].sum() < target
+    if short_prob == 0:
+        assert (index.targets == max_tokens).all()
+        starts, s = [], 0  # the official loop, for a fixed target
+        for d in range(len(docs) - 1):
+            s, size = docs[d], 0
+            starts.append(s)
+            for i in range(docs[d], docs[d + 1]):
+                size += lengths[i]
+                if size >= max_tokens and i + 1 < docs[d + 1]:
+                    starts.append(i + 1)
+                    size = 0
+        assert index.starts.tolist() == starts
+
+
+# -- determinism, collation, DataLoader ---------------------------------------------------------------------------
+
+
+def _batches(ds, sampler, num_workers=0, count=3):
+    loader = DataLoader(ds, batch_size=4, sampler=sampler, num_workers=num_workers, collate_fn=ds.collate_fn)
+    out = []
+    for batch in loader:
+        out.append(batch)
+        if len(out) == count:
+            break
+    return out
+
+
+def test_same_seed_same_batches_other_epoch_other_masks(en):
+    store, _ = en
+    first = _batches(PretrainingDataset(store, seed=9), ResumableSampler(200, seed=1))
+    again = _batches(PretrainingDataset(store, seed=9), ResumableSampler(200, seed=1))
+    for x, y in zip(first, again):
+        assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    other_seed = _batches(PretrainingDataset(store, seed=10), ResumableSampler(200, seed=1))
+    assert not torch.equal(first[0]["input_ids"], other_seed[0]["input_ids"])
+    # with fixed targets the chunks are the same every epoch, but the masks are drawn again
+    ds = PretrainingDataset(store, seed=9, short_seq_prob=0.0)
+    e0 = [ds.example(i, epoch=0) for i in range(30)]
+    e1 = [ds.example(i, epoch=1) for i in range(30)]
+    assert np.array_equal(ds.chunk_index(0).starts, ds.chunk_index(1).starts)
+    differ = sum(not np.array_equal(a["masked_positions"], b["masked_positions"]) for a, b in zip(e0, e1))
+    assert differ >= 25
+    ds.set_epoch(1)
+    assert all(np.array_equal(ds[i]["input_ids"], e1[i]["input_ids"]) for i in range(5))
+
+
+def test_dataloader_workers_integration(en):
+    store, _ = en
+    ds = PretrainingDataset(store, max_seq_length=96, seed=1)
+    ds.set_epoch(2)
+    with_workers = _batches(ds, ResumableSampler(ds, seed=4), num_workers=2)
+    in_process = _batches(ds, ResumableSampler(ds, seed=4), num_workers=0)
+    for batch, ref in zip(with_workers, in_process):
+        assert all(torch.equal(batch[k], ref[k]) for k in ref)
+        b, length = batch["input_ids"].shape
+        assert b == 4 and length <= 96 and batch["masked_positions"].shape == (4, 20)
+        assert batch["masked_weights"].dtype == torch.float32 and batch["sop_labels"].shape == (4,)
+        assert (batch["masked_positions"] < batch["attention_mask"].sum(1, keepdim=True)).all()
+        padding = batch["attention_mask"] == 0
+        assert (batch["input_ids"][padding] == ds.pad_id).all() and not batch["token_type_ids"][padding].any()
+
+
+def test_collate_pad_to(en):
+    store, _ = en
+    ds = PretrainingDataset(store, max_seq_length=64, seed=1)
+    examples = [ds[i] for i in range(3)]
+    batch = collate_pretraining(examples, pad_to=80)
+    assert batch["input_ids"].shape == (3, 80)
+    for row, ex in zip(batch["input_ids"], examples):
+        assert row[: len(ex["input_ids"])].tolist() == ex["input_ids"].tolist()
+    with pytest.raises(ConfigError, match="pad_to=10"):
+        collate_pretraining(examples, pad_to=10)
+
+
+def test_dataset_config_errors(en):
+    store, _ = en
+    for kwargs in ({"objective": "mlm"}, {"max_seq_length": 4}, {"masked_lm_prob": 0}, {"seed": -1},
+                   {"single_sentence": "x"}):
+        with pytest.raises(ConfigError):
+            PretrainingDataset(store, **kwargs)
+
+
+# -- sampler ------------------------------------------------------------------------------------------------------
+
+
+@given(st.integers(0, 60), st.integers(1, 6), st.booleans(), st.booleans(), st.integers(0, 3))
+@settings(max_examples=200, deadline=None)
+def test_rank_shards_disjoint_and_cover(n, world, shuffle, drop_last, epoch):
+    samplers = [ResumableSampler(n, rank=r, world_size=world, seed=5, shuffle=shuffle, drop_last=drop_last)
+                for r in range(world)]
+    for s in samplers:
+        s.set_epoch(epoch)
+    lists = [list(s) for s in samplers]
+    assert len({len(x) for x in lists}) == 1
+    real = [np.array(x)[~s.padding_mask()] for x, s in zip(lists, samplers)]
+    flat = np.concatenate(real) if real else np.zeros(0)
+    assert len(flat) == len(set(flat.tolist()))  # disjoint
+    assert sum(len(x) for x in lists) - len(flat) == samplers[0].num_padding
+    if drop_last:
+        assert len(flat) == n // world * world
+    else:
+        assert sorted(flat.tolist()) == list(range(n))  # cover
+
+
+def test_sampler_resumes_mid_epoch_exactly():
+    sampler = ResumableSampler(103, rank=1, world_size=3, seed=8)
+    sampler.set_epoch(4)
+    full = list(sampler)
+    sampler.set_epoch(4)
+    it = iter(sampler)
+    head = [next(it) for _ in range(11)]
+    state = sampler.state_dict()
+    assert state["epoch"] == 4 and state["position"] == 11 and head == full[:11]
+    resumed = ResumableSampler(103, rank=1, world_size=3, seed=8)
+    resumed.load_state_dict(json.loads(json.dumps(state)))
+    assert len(resumed) == len(full) - 11 and list(resumed) == full[11:]
+    assert list(ResumableSampler(103, rank=1, world_size=3, seed=8, start_index=11)) != full[11:]  # epoch 0
+    explicit = ResumableSampler(103, rank=1, world_size=3, seed=8)
+    explicit.load_state_dict(sampler.state_dict(consumed=20))
+    assert list(explicit) == full[20:]
+    other_epoch = ResumableSampler(103, rank=1, world_size=3, seed=8)
+    other_epoch.set_epoch(5)
+    assert list(other_epoch) != full
+    with pytest.raises(TrainingError, match="world_size"):
+        ResumableSampler(103, rank=0, world_size=2, seed=8).load_state_dict(state)
+
+
+def test_phase_for_step():
+    phases = [(0.9, 128), (0.1, 512)]
+    assert phase_for_step(0.0, phases) == (0, 128)
+    assert phase_for_step(0.8999, phases).max_seq_length == 128
+    assert phase_for_step(0.9, phases) == (1, 512)
+    assert phase_for_step(1.0, phases) == (1, 512)
+    assert phase_for_step(899, phases, total_steps=1000).max_seq_length == 128
+    assert phase_for_step(900, phases, total_steps=1000).max_seq_length == 512
+    for bad in ([(0.5, 128)], [(0.9, 128), (0.1, 2)], []):
+        with pytest.raises(ConfigError):
+            phase_for_step(0.5, bad)
+    with pytest.raises(ConfigError, match="outside training"):
+        phase_for_step(1001, phases, total_steps=1000)
