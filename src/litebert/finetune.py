@@ -316,7 +316,7 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
         overrides = dict(num_labels=kind.num_labels(label_list), hidden_dropout_prob=cfg.albert_dropout,
                          attention_probs_dropout_prob=cfg.albert_dropout,
                          classifier_dropout_prob=cfg.classifier_dropout)
-        if spec.head in ("classification", "token") and label_list is not None:
+        if spec.head in ("classification", "multilabel", "token") and label_list is not None:
             overrides["label_names"] = list(label_list)
         if spec.head in ("regression", "multilabel", "classification"):
             overrides["problem_type"] = {"regression": "regression", "multilabel": "multi_label_classification",

@@ -29,10 +29,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from litebert.checkpoint import cleanup_incomplete, find_latest_checkpoint, load_state, save_checkpoint, save_state
+from litebert.checkpoint import (check_state_dict, cleanup_incomplete, find_latest_checkpoint, load_state,
+                                 save_checkpoint, save_state, validate_checkpoint)
 from litebert.config import AlbertConfig, PRESETS
 from litebert.device import autocast, measure_peak_flops, pick_device, resolve_precision, synchronize
-from litebert.errors import ConfigError, TrainingError
+from litebert.errors import CheckpointError, ConfigError, TrainingError
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import model_files, read_model_state
@@ -167,12 +168,14 @@ def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
 
 class BatchStream:
     """Micro-batches for this rank, in an order fixed by (seed, phase, epoch, position) so a run can resume
-    at any step. Position = micro-batches already taken from the current epoch."""
+    at any step. Position = micro-batches already taken from the current epoch since `offset`, the number of
+    positions of the epoch's global order that were done before a resume on another world size or micro-batch
+    size (0 otherwise): rank r takes positions offset + r, offset + r + W, ... of the global order."""
 
     def __init__(self, store, cfg: PretrainConfig, d: Dist, state: dict[str, int] | None = None):
         self.store, self.cfg, self.d = store, cfg, d
         self.phases = parse_phases(cfg.phases, cfg.max_seq_length)
-        self.state = dict(state or {"phase": 0, "epoch": 0, "position": 0})
+        self.state = dict(state or {"phase": 0, "epoch": 0, "position": 0, "offset": 0})
         self._iter = None
 
     def state_dict(self) -> dict[str, int]:
@@ -202,6 +205,9 @@ class BatchStream:
                                    shuffle=True, drop_last=True)
         sampler.set_epoch(s["epoch"])
         sampler.position = s["position"] * cfg.micro_batch_size  # resume inside the epoch
+        if s.get("offset", 0):  # resumed with another sharding: deal the rest of this epoch's order anew
+            sampler = reshard_indices(len(dataset), cfg.seed, s["epoch"], s["offset"], self.d.rank, self.d.world,
+                                      sampler.position)
         # Pad to the phase's full length: static shapes (compile-friendly); ALBERT's pairs fill it anyway.
         collate = functools.partial(collate_pretraining, pad_to=self.phases[s["phase"]][1],
                                     pad_id=self.store.token_id("pad"))
@@ -214,17 +220,36 @@ class BatchStream:
 
         phase = phase_for_step(step, self.phases, self.cfg.steps).index
         if phase != self.state["phase"]:  # a new sequence length: a fresh pass over the data at that length
-            self.state, self._iter = {"phase": phase, "epoch": 0, "position": 0}, None
+            self.state, self._iter = {"phase": phase, "epoch": 0, "position": 0, "offset": 0}, None
         if self._iter is None:
             self._open()
         try:
             batch = next(self._iter)
         except StopIteration:
-            self.state.update(epoch=self.state["epoch"] + 1, position=0)
+            self.state.update(epoch=self.state["epoch"] + 1, position=0, offset=0)
             self._open()
             batch = next(self._iter)
         self.state["position"] += 1
         return batch
+
+
+def reshard_indices(num_examples: int, seed: int, epoch: int, offset: int, rank: int, world: int,
+                    skip: int = 0) -> list[int]:
+    """This rank's indices for the rest of an epoch whose first `offset` global positions are done: the
+    remaining positions of the epoch's global order (the same permutation for every world size), cut to a
+    multiple of `world` so all ranks get as many, dealt round-robin; the first `skip` of them already taken."""
+    from litebert.data.pretraining import ResumableSampler
+
+    whole = ResumableSampler(num_examples, seed=seed, shuffle=True, drop_last=True)  # world 1: no trimming
+    whole.set_epoch(epoch)
+    rest = whole.global_order()[offset:]
+    rest = rest[: len(rest) // world * world]
+    return rest[rank::world][skip:].tolist()
+
+
+def consumed_positions(data: dict[str, int], micro_batch_size: int, world: int) -> int:
+    """How many positions of the current epoch's global order a saved data state has used up, on all ranks."""
+    return int(data.get("offset", 0)) + int(data["position"]) * micro_batch_size * world
 
 
 # --------------------------------------------------------------------------------------------- setup
@@ -342,6 +367,8 @@ def check_run_dir_matches(run: Run) -> None:
 def resume_from(run: Run) -> None:
     cfg, d = run.cfg, run.d
     run_dir = Path(cfg.out)
+    if d.main:
+        check_writable(run_dir)
     if cfg.resume == "none":
         if find_latest_checkpoint(run_dir) is not None:
             raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
@@ -355,24 +382,55 @@ def resume_from(run: Run) -> None:
             return
     else:
         ckpt = Path(cfg.resume)
-    state = load_state(ckpt / "trainer_state.pt")
+        validate_checkpoint(ckpt)  # an explicit path must be a complete checkpoint too
+    state_file = ckpt / "trainer_state.pt"
+    state = load_state(state_file)
+    missing = [k for k in ("step", "optimizer", "scheduler", "scaler", "data", "rng", "world_size", "nan_skipped")
+               if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise CheckpointError(f"{state_file}: not a litebert pretraining state (missing {missing})")
     _, _, weights, _ = read_model_state(ckpt)
+    check_state_dict(run.raw_model.state_dict(), weights, ckpt / "model.safetensors")
     run.raw_model.load_state_dict(weights, strict=True)
-    run.optimizer.load_state_dict(state["optimizer"])
-    run.scheduler.load_state_dict(state["scheduler"])
-    run.scaler.load_state_dict(state["scaler"])
+    try:
+        run.optimizer.load_state_dict(state["optimizer"])
+        run.scheduler.load_state_dict(state["scheduler"])
+        run.scaler.load_state_dict(state["scaler"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"{state_file}: its optimizer/scheduler state does not fit this run ({e}); resume "
+                              f"with the --optimizer and model it was saved with, or use a new --out") from None
     run.step, run.nan_skipped = int(state["step"]), int(state["nan_skipped"])
-    if int(state["world_size"]) == d.world:
-        run.stream.state = {k: int(v) for k, v in state["data"].items()}
+    data = {k: int(v) for k, v in state["data"].items()}
+    data.setdefault("offset", 0)
+    saved_world = int(state["world_size"])
+    saved_micro = int(state.get("micro_batch_size", cfg.micro_batch_size))
+    if saved_world == d.world and saved_micro == cfg.micro_batch_size:
+        run.stream.state = data
         torch.set_rng_state(state["rng"][d.rank])
     else:
-        # Another world size re-deals the epoch; start it again with the new sharding rather than guess.
-        run.stream.state = {"phase": int(state["data"]["phase"]), "epoch": int(state["data"]["epoch"]) + 1,
-                            "position": 0}
+        # Another sharding: the positions of this epoch's global order that all ranks used up are a prefix of it;
+        # the new ranks deal the rest among them (BatchStream's offset), so no example is skipped or repeated.
+        run.stream.state = {"phase": data["phase"], "epoch": data["epoch"], "position": 0,
+                            "offset": consumed_positions(data, saved_micro, saved_world)}
         torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
     if d.main:
         print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
         truncate_metrics(Path(cfg.out) / "metrics.jsonl", run.step)
+
+
+def check_writable(run_dir: Path) -> None:
+    """Fail at the start, with the reason, when the run dir cannot take files (read-only, full, no permission)."""
+    probe = run_dir / f".write-test-{os.getpid()}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"litebert")
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise CheckpointError(f"--out {run_dir}: cannot write there ({e.strerror or e}); choose a writable "
+                              "directory with free space") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
 
 
 # --------------------------------------------------------------------------------------------- one step
@@ -505,7 +563,8 @@ def save(run: Run) -> Path | None:
     if d.main:
         state = {"step": run.step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
                  "scaler": run.scaler.state_dict(), "data": run.stream.state_dict(), "rng": rng,
-                 "world_size": d.world, "nan_skipped": run.nan_skipped}
+                 "world_size": d.world, "micro_batch_size": run.cfg.micro_batch_size,
+                 "nan_skipped": run.nan_skipped}
         writers = dict(model_files(run.raw_model))
         for f in sorted(run.tokenizer_dir.iterdir()):
             if f.is_file():
@@ -519,7 +578,8 @@ def save(run: Run) -> Path | None:
 
 def with_file_faults(writers: dict, step: int) -> dict:
     """LITEBERT_FAULT="kill_after_file:STEP:K" SIGKILLs this process right after the K-th file of the
-    checkpoint at STEP is written (K = number of files: after all files, before the commit marker)."""
+    checkpoint at STEP is written (K = number of files: after all files, before the commit marker; K = 0: the
+    temp dir exists but no file is written yet)."""
     spec = os.environ.get("LITEBERT_FAULT", "").split(":")
     if spec[0] != "kill_after_file" or int(spec[1]) != step:
         return writers
@@ -527,6 +587,8 @@ def with_file_faults(writers: dict, step: int) -> dict:
 
     def wrap(name, write):
         def run_and_maybe_die(path):
+            if k == 0:
+                os.kill(os.getpid(), signal.SIGKILL)
             write(path)
             written.append(name)
             if len(written) == k:

@@ -16,17 +16,14 @@ Directory layout is Hugging Face's: `spiece.model` (or `vocab.txt`) + `tokenizer
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import io
 import json
-import lzma
 import os
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
-from functools import cache
+from dataclasses import asdict, dataclass
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -112,15 +109,20 @@ class _Aligned:
         ends = np.where(space[kept], self.starts[np.minimum(next_solid[kept], n - 1)], self.ends[kept])
         return self._replace(" ".join(self.text.split()), self.starts[kept], ends)
 
-    def rewrite(self, fn, inspect: np.ndarray | None = None) -> _Aligned:
-        """Replace each char at the `inspect` positions (default: non-ASCII) by fn(char): zero, one or more chars."""
+    def rewrite(self, fn, inspect=None) -> _Aligned:
+        """Replace each char c by fn(c) (zero, one or more chars). Only chars at the `inspect(code_points)`
+        positions are offered to fn (default: the non-ASCII ones), and fn runs once per distinct char."""
         cps = _code_points(self.text)
-        pos = np.flatnonzero(cps >= 128 if inspect is None else inspect(cps)).tolist()
-        if not pos:
+        offered = cps >= 128 if inspect is None else inspect(cps)
+        table = {}
+        for cp in np.unique(cps[offered]).tolist():
+            if (r := fn(chr(cp))) != chr(cp):
+                table[cp] = r
+        if not table:
             return self
         parts, counts, prev = [], np.ones(len(self.text), dtype=np.int64), 0
-        for p in pos:
-            r = fn(self.text[p])
+        for p in np.flatnonzero(np.isin(cps, np.array(list(table), dtype=np.uint32))).tolist():
+            r = table[ord(self.text[p])]
             parts += (self.text[prev:p], r)
             counts[p] = len(r)
             prev = p + 1
@@ -158,10 +160,12 @@ class _Aligned:
         return list(zip(start.tolist(), end.tolist()))
 
 
+@lru_cache(maxsize=1 << 16)
 def _strip_nfkd(c: str) -> str:
     return c if c.isascii() else "".join(x for x in unicodedata.normalize("NFKD", c) if not unicodedata.combining(x))
 
 
+@lru_cache(maxsize=1 << 16)
 def _strip_nfd(c: str) -> str:
     # BERT's _run_strip_accents: NFD, then drop category Mn.
     if c.isascii():
@@ -238,37 +242,13 @@ def _truncated_lengths(na: int, nb: int | None, budget: int, strategy: str) -> t
 
 
 class _TokenizerBase:
-    """What both tokenizers share. Subclasses set the ids and implement encode_ids / _encode_offsets."""
+    """What both tokenizers share. A subclass sets vocab_file, vocab_size, the five special ids and special_ids,
+    and provides encode_ids, _encode_offsets (ids plus original-text spans, no specials), id_to_token,
+    token_to_id, settings, special_tokens, _is_word_start and _join_tokens."""
 
-    pad_id: int
-    unk_id: int
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    vocab_file: Path
     tokenizer_class: str  # the transformers class name written to tokenizer_config.json
-
-    # -- to implement ------------------------------------------------------------------------------------------
-    def encode_ids(self, text: str) -> list[int]:
-        raise NotImplementedError
-
-    def _encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        raise NotImplementedError
-
-    def id_to_token(self, i: int) -> str:
-        raise NotImplementedError
-
-    def token_to_id(self, token: str) -> int:
-        raise NotImplementedError
-
-    def settings(self) -> dict:
-        raise NotImplementedError
-
-    def special_tokens(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    def _is_word_start(self, token: str) -> bool:
-        raise NotImplementedError
+    vocab_file_name: str  # spiece.model / vocab.txt
+    setting_names: tuple[str, ...]  # constructor arguments read back from tokenizer_config.json
 
     # -- shared ------------------------------------------------------------------------------------------------
     def encode_ids_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
@@ -358,9 +338,6 @@ class _TokenizerBase:
         if skip_special_tokens:
             ids = [i for i in ids if i not in self.special_ids]
         return self._join_tokens(self.convert_ids_to_tokens(ids))
-
-    def _join_tokens(self, tokens: list[str]) -> str:
-        raise NotImplementedError
 
     def word_start_mask(self) -> np.ndarray:
         """[vocab_size] bool: True when a token starts a new whole word (for whole-word n-gram masking)."""
@@ -499,19 +476,31 @@ class AlbertTokenizer(_TokenizerBase):
                 out.append(i)
         return out
 
+    def _sp_encode(self, normalized: str | list[str], **kwargs):
+        try:
+            return self.sp.encode(normalized, **kwargs)
+        except (RuntimeError, TypeError):
+            for k, text in enumerate([normalized] if isinstance(normalized, str) else normalized):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise TokenizerError(f"text {k}: unpaired surrogate at char {exc.start} cannot be tokenized "
+                                         f"(decode the input with errors='replace')") from None
+            raise
+
     def encode_ids(self, text: str) -> list[int]:
-        return self._fix_row(self.sp.encode(self.normalize(text)))
+        return self._fix_row(self._sp_encode(self.normalize(text)))
 
     def encode_ids_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """The fast path: Python normalisation, then SentencePiece's C++ batch encoder (num_threads threads,
         default all cores); only rows holding a digit-comma piece are touched again in Python."""
-        rows = self.sp.encode([self.normalize(t) for t in texts], num_threads=num_threads or -1)
+        rows = self._sp_encode([self.normalize(t) for t in texts], num_threads=num_threads or -1)
         return [self._fix_row(r) for r in rows]
 
     def tokenize(self, text: str) -> list[str]:
         """Pieces as the official FullTokenizer gives them (an unknown piece shows its text, not <unk>)."""
         out = []
-        for piece in self.sp.encode(self.normalize(text), out_type=str):
+        for piece in self._sp_encode(self.normalize(text), out_type=str):
             fix = self._comma_fix.get(piece)
             if fix:
                 out.extend(fix[0])
@@ -529,7 +518,7 @@ class AlbertTokenizer(_TokenizerBase):
 
     def _encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         al = self._aligned_normalize(text)
-        ids, pieces = self.sp.encode(al.text), self.sp.encode(al.text, out_type=str)
+        ids, pieces = self._sp_encode(al.text), self.sp.encode(al.text, out_type=str)
         begins, ends = self._piece_spans(al.text, pieces)
         if not self._comma_fix_ids.isdisjoint(ids):
             ids, begins, ends = self._split_digit_commas(ids, pieces, begins, ends)
@@ -600,6 +589,7 @@ def _is_control(c: str) -> bool:
     return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")
 
 
+@lru_cache(maxsize=1 << 16)
 def _bert_clean(c: str) -> str:
     """BasicTokenizer._clean_text for one char: drop NUL, U+FFFD and controls; whitespace (Zs, \\t\\n\\r) -> " "."""
     if c in "\x00\ufffd" or _is_control(c):
@@ -698,6 +688,10 @@ class WordPieceTokenizer(_TokenizerBase):
         self._cache[token] = out
         return out
 
+    def normalize(self, text: str) -> str:
+        """The text BasicTokenizer splits: cleaned, lower-cased and accent-stripped as configured."""
+        return self._aligned_normalize(text).text
+
     def _aligned_normalize(self, text: str) -> _Aligned:
         # BasicTokenizer cleans, then lower-cases and strips accents per whitespace token. Doing the last two on
         # the whole text is the same: lower()'s only context rule (final sigma) stops at whitespace and CJK.
@@ -772,113 +766,65 @@ ALBERT_SPM_SETTINGS: dict = {
     "character_coverage": 0.99995,
     "input_sentence_size": 10_000_000,  # reservoir-sampled: memory stays bounded however big the corpus is
     "shuffle_input_sentence": True,
-    "max_sentence_length": 4192,  # bytes; longer lines are skipped (and counted)
+    "max_sentence_length": 4192,  # bytes; longer sentences are skipped (and counted)
 }
-BAD_UTF8_POLICIES = ("strict", "replace", "skip")
-
-
-@dataclass
-class CorpusStats:
-    files: list[str] = field(default_factory=list)
-    lines: int = 0  # lines handed to the trainer
-    blank_lines: int = 0
-    too_long_lines: int = 0
-    bad_utf8_lines: int = 0
 
 
 @dataclass
 class TrainResult:
     out_dir: Path
-    model_file: Path
     vocab_size: int
-    stats: CorpusStats
+    files: int
+    sentences: int  # handed to the trainer (which samples input_sentence_size of them)
+    too_long_sentences: int  # over max_sentence_length bytes, skipped
+    bad_utf8_lines: int  # replaced or skipped under on_bad_utf8
 
 
-def _open_binary(path: Path):
-    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}.get(path.suffix, open)
-    try:
-        return opener(path, "rb")
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot open ({exc.strerror or exc})") from None
+def _check_not_empty(path: Path) -> None:
+    from litebert.data.corpus import CorpusReader
 
-
-def iter_corpus_lines(paths: Sequence[Path], stats: CorpusStats, on_bad_utf8: str = "strict") -> Iterator[str]:
-    """Non-blank lines of plain / .gz / .bz2 / .xz text files, decoded as UTF-8 under the given policy."""
-    if on_bad_utf8 not in BAD_UTF8_POLICIES:
-        raise ConfigError(f"on_bad_utf8={on_bad_utf8!r}: use one of {BAD_UTF8_POLICIES}")
-    for path in paths:
-        stats.files.append(str(path))
-        lineno = 0
-        try:
-            with _open_binary(path) as f:
-                for lineno, raw in enumerate(f, 1):
-                    try:
-                        line = raw.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        if on_bad_utf8 == "strict":
-                            raise CorpusError(f"{where(path, lineno)}: invalid UTF-8 at byte {exc.start} of the line "
-                                              f"(use --on-bad-utf8 replace or skip)") from None
-                        stats.bad_utf8_lines += 1
-                        if on_bad_utf8 == "skip":
-                            continue
-                        line = raw.decode("utf-8", "replace")
-                    line = line.rstrip("\r\n")
-                    if lineno == 1:
-                        line = line.lstrip("\ufeff")
-                    if not line.strip():
-                        stats.blank_lines += 1
-                        continue
-                    yield line
-        except (OSError, EOFError, lzma.LZMAError) as exc:
-            raise CorpusError(f"{where(path, lineno + 1)}: cannot read ({exc})") from None
-
-
-def _check_corpus_file(path: Path) -> None:
-    """Fail early, naming the file, when it is missing, a directory, unreadable or has no text."""
-    if not path.exists():
-        raise CorpusError(f"{path}: no such file")
-    if not path.is_file():
-        raise CorpusError(f"{path}: not a file")
-    probe = CorpusStats()
-    for _ in iter_corpus_lines([path], probe, on_bad_utf8="replace"):
-        return
-    raise CorpusError(f"{path}: empty corpus (no non-blank lines)")
+    if next(CorpusReader([path], on_bad_utf8="replace", chunk_bytes=1 << 16).chunks(), None) is None:
+        raise CorpusError(f"{path}: empty corpus (no non-blank lines)")
 
 
 def train_sentencepiece(inputs: str | os.PathLike | Sequence[str | os.PathLike], out_dir: str | os.PathLike,
-                        vocab_size: int = 30000, *, do_lower_case: bool = True, on_bad_utf8: str = "strict",
+                        vocab_size: int = 30000, *, do_lower_case: bool = True, on_bad_utf8: str = "error",
                         seed: int = 12345, verbose: bool = False, **overrides) -> TrainResult:
-    """Train a unigram SentencePiece model with ALBERT's settings and save a tokenizer dir (HF layout).
+    """Train a unigram SentencePiece model with ALBERT's settings and write a tokenizer dir (HF layout).
 
-    Lines go through the same `preprocess_text` the tokenizer applies at encode time, so the vocabulary is
-    learned on exactly what it will see. `overrides` are SentencePiece trainer options (e.g.
-    character_coverage=1.0, input_sentence_size=1_000_000, hard_vocab_limit=False, num_threads=8).
+    `inputs` are files, folders or globs of plain text (one sentence per line) or JSONL documents, optionally
+    .gz/.bz2/.xz (read by litebert.data.corpus). Sentences go through the same `preprocess_text` the tokenizer
+    applies when encoding, so the vocabulary is learned on what it will see. `overrides` are SentencePiece
+    trainer options, e.g. character_coverage=1.0, input_sentence_size=1_000_000, hard_vocab_limit=False.
     """
     import sentencepiece as spm
 
-    paths = [Path(inputs)] if isinstance(inputs, (str, os.PathLike)) else [Path(p) for p in inputs]
-    if not paths:
-        raise CorpusError("no input files given (--input FILE...)")
-    for path in paths:
-        _check_corpus_file(path)
+    from litebert.data.corpus import CorpusReader, split_sentences
+
+    reader = CorpusReader(inputs, on_bad_utf8=on_bad_utf8)  # raises for missing files and unknown policies
+    for path in reader.files:
+        _check_not_empty(path)
     settings = {**ALBERT_SPM_SETTINGS, "vocab_size": vocab_size, "num_threads": os.cpu_count() or 1, **overrides}
     for key in ("input", "model_prefix", "sentence_iterator", "model_writer"):
         if key in settings:
             raise ConfigError(f"{key}: set by train_sentencepiece itself (pass input files and out_dir instead)")
     max_bytes = int(settings["max_sentence_length"])
-    stats = CorpusStats()
+    counts = {"sentences": 0, "too_long": 0}
     failure: list[LitebertError] = []
 
     def sentences() -> Iterator[str]:
         try:
-            for line in iter_corpus_lines(paths, stats, on_bad_utf8):
-                line = preprocess_text(line, lower=do_lower_case)
-                if len(line.encode()) > max_bytes:
-                    stats.too_long_lines += 1
-                    continue
-                stats.lines += 1
-                yield line
-        except LitebertError as exc:  # SentencePiece wraps iterator errors in RuntimeError; keep ours
+            for chunk in reader.chunks():
+                texts = chunk.texts if chunk.kind == "sentences" else \
+                    [s for doc in chunk.texts for s in split_sentences(doc)]
+                for text in texts:
+                    text = preprocess_text(text, lower=do_lower_case)
+                    if len(text.encode()) > max_bytes:
+                        counts["too_long"] += 1
+                        continue
+                    counts["sentences"] += 1
+                    yield text
+        except LitebertError as exc:  # SentencePiece wraps iterator errors in RuntimeError: keep ours
             failure.append(exc)
             raise
 
@@ -891,13 +837,15 @@ def train_sentencepiece(inputs: str | os.PathLike | Sequence[str | os.PathLike],
         if failure:
             raise failure[0] from None
         raise TokenizerError(f"SentencePiece training failed: {str(exc).strip()} (a small corpus may need a smaller "
-                             f"--vocab-size or hard_vocab_limit=False)") from None
+                             f"--vocab-size or --spm hard_vocab_limit=false)") from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model_file = out / AlbertTokenizer.vocab_file_name
-    _write_atomic(model_file, model.getvalue())
-    tok = AlbertTokenizer(model_file, do_lower_case=do_lower_case)
+    _write_atomic(out / AlbertTokenizer.vocab_file_name, model.getvalue())
+    tok = AlbertTokenizer(out / AlbertTokenizer.vocab_file_name, do_lower_case=do_lower_case)
     tok.save_pretrained(out)
-    record = {"settings": settings, "do_lower_case": do_lower_case, "seed": seed, "stats": asdict(stats)}
+    result = TrainResult(out, tok.vocab_size, reader.stats.files, counts["sentences"], counts["too_long"],
+                         reader.stats.bad_utf8_lines)
+    record = {"inputs": [str(p) for p in reader.files], "settings": settings, "do_lower_case": do_lower_case,
+              "seed": seed, "counts": {k: v for k, v in asdict(result).items() if k != "out_dir"}}
     _write_atomic(out / "spm_train.json", json.dumps(record, indent=2, ensure_ascii=False).encode())
-    return TrainResult(out, model_file, tok.vocab_size, stats)
+    return result

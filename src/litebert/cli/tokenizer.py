@@ -27,8 +27,9 @@ def register(subparsers) -> None:
                            description="Train a unigram SentencePiece model (pad 0, unk 1, [CLS] 2, [SEP] 3, "
                                        "[MASK] 4, ALBERT's user symbols, coverage 0.99995) and write a tokenizer "
                                        "dir in Hugging Face layout.")
-    train.add_argument("--input", nargs="+", required=True, metavar="FILE",
-                       help="text files, one sentence per line (.gz/.bz2/.xz are read directly)")
+    train.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                       help="text files (one sentence per line) or .jsonl documents, folders or globs; "
+                            ".gz/.bz2/.xz are read directly")
     train.add_argument("--out", required=True, metavar="DIR", help="output tokenizer directory")
     train.add_argument("--vocab-size", type=int, default=30000, help="number of pieces (default 30000)")
     train.add_argument("--character-coverage", type=float, default=None, help="default 0.99995 (ALBERT's)")
@@ -39,7 +40,7 @@ def register(subparsers) -> None:
     train.add_argument("--num-threads", type=int, default=None, help="trainer threads (default: all cores)")
     train.add_argument("--no-lower-case", action="store_true",
                        help="keep case (the tokenizer then encodes with do_lower_case=False too)")
-    train.add_argument("--on-bad-utf8", choices=("strict", "replace", "skip"), default="strict",
+    train.add_argument("--on-bad-utf8", choices=("error", "replace", "skip"), default="error",
                        help="invalid UTF-8 lines: stop with file:line (default), replace bad bytes, or skip")
     train.add_argument("--seed", type=int, default=12345, help="seed of the trainer's sentence sampling")
     train.add_argument("--spm", type=_spm_option, action="append", default=[], metavar="KEY=VALUE",
@@ -68,9 +69,9 @@ def _train(args) -> int:
         overrides[key] = value
     result = train_sentencepiece(args.input, args.out, args.vocab_size, do_lower_case=not args.no_lower_case,
                                  on_bad_utf8=args.on_bad_utf8, seed=args.seed, verbose=args.verbose, **overrides)
-    s = result.stats
-    print(f"wrote {result.out_dir} ({result.vocab_size} pieces) from {len(s.files)} file(s): {s.lines} lines used, "
-          f"{s.blank_lines} blank skipped, {s.too_long_lines} too long skipped, {s.bad_utf8_lines} with bad UTF-8")
+    r = result
+    print(f"wrote {r.out_dir} ({r.vocab_size} pieces) from {r.files} file(s): {r.sentences} sentences, "
+          f"{r.too_long_sentences} too long skipped, {r.bad_utf8_lines} lines with bad UTF-8 ({args.on_bad_utf8})")
     return 0
 
 

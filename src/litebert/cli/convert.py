@@ -1,0 +1,50 @@
+"""`litebert convert` (TF / TF-Hub / albert_zh / Hugging Face -> our directory) and `litebert export-onnx`."""
+
+SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
+
+
+def register(sub) -> None:
+    from litebert.export import TASKS
+
+    c = sub.add_parser("convert", help="convert a TF / TF-Hub / albert_zh checkpoint or a Hugging Face ALBERT dir "
+                                       "into a litebert model directory (no TensorFlow needed)")
+    c.add_argument("src", metavar="SRC", help="TF checkpoint prefix, .index file or directory; TF-Hub module "
+                                              "directory; or a Hugging Face directory (safetensors only)")
+    c.add_argument("--out", required=True, help="output model directory")
+    c.add_argument("--from", dest="source", choices=SOURCES, default="auto",
+                   help="checkpoint kind (default: auto, from the files and tensor names)")
+    c.add_argument("--allow-unused", action="store_true",
+                   help="drop tensors that map to no parameter (listed) instead of failing")
+    c.add_argument("--config", help="official albert_config.json (default: the one beside the checkpoint)")
+    c.add_argument("--vocab", help="tokenizer file: SentencePiece *.model or WordPiece vocab.txt "
+                                   "(default: the one beside the checkpoint)")
+    c.set_defaults(func=run_convert)
+
+    e = sub.add_parser("export-onnx", help="export a model directory to ONNX, checked in onnxruntime")
+    e.add_argument("model_dir", metavar="DIR", help="litebert or Hugging Face ALBERT model directory")
+    e.add_argument("--task", required=True, choices=list(TASKS), help="which model class and outputs to export")
+    e.add_argument("--out", required=True, help="the .onnx file to write")
+    e.add_argument("--opset", type=int, default=17)
+    e.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
+                   help="torch's TorchScript exporter (default, no extra package) or the dynamo one (needs onnxscript)")
+    e.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="skip the onnxruntime-vs-PyTorch check")
+    e.set_defaults(func=run_export)
+
+
+def run_convert(args) -> int:
+    from litebert.interop import convert_checkpoint
+
+    report = convert_checkpoint(args.src, args.out, source=args.source, allow_unused=args.allow_unused,
+                                config=args.config, vocab=args.vocab)
+    print(report.format_report())
+    return 0
+
+
+def run_export(args) -> int:
+    from litebert.export import export_onnx
+
+    result = export_onnx(args.model_dir, args.out, args.task, opset=args.opset, exporter=args.exporter,
+                         verify=args.verify)
+    print(result.format())
+    return 0

@@ -1,0 +1,220 @@
+"""ONNX export of a model directory, checked against PyTorch in onnxruntime.
+
+The graph takes `input_ids`, `attention_mask`, `token_type_ids` (int64, [batch, sequence], or
+[batch, choice, sequence] for multiple choice) and returns the task's outputs under the names of `AlbertOutput`.
+Batch, sequence (and choice) are dynamic axes.
+
+Exporters: "torchscript" (default) is torch's TorchScript-based exporter (`dynamo=False`): it needs no extra
+package, exports a tiny model in about a second, and its SDPA symbolic (opset >= 14) turns our boolean
+[B, 1, 1, L] mask into an additive one. "dynamo" is the torch.export-based exporter (torch's own default since
+2.9); it needs the `onnxscript` package and is much slower to export. Both produce the same graph semantics.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from litebert.errors import ConversionError
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+EXPORTERS = ("torchscript", "dynamo")
+MIN_OPSET = 14  # the first opset with a scaled_dot_product_attention symbolic in torch's exporter
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    model_class: str
+    outputs: dict[str, tuple[str | None, ...]]  # output name -> axis names (None: a fixed size)
+    choice_axis: bool = False
+
+
+TASKS: dict[str, TaskSpec] = {
+    "base": TaskSpec("AlbertModel", {"sequence_output": ("batch", "sequence", None),
+                                     "pooled_output": ("batch", None)}),
+    "pretraining": TaskSpec("AlbertForPreTraining", {"mlm_logits": ("batch", "sequence", None),
+                                                     "sop_logits": ("batch", None)}),
+    "masked-lm": TaskSpec("AlbertForMaskedLM", {"mlm_logits": ("batch", "sequence", None)}),
+    "classification": TaskSpec("AlbertForSequenceClassification", {"logits": ("batch", None)}),
+    "token-classification": TaskSpec("AlbertForTokenClassification", {"logits": ("batch", "sequence", None)}),
+    "qa": TaskSpec("AlbertForQuestionAnswering", {"start_logits": ("batch", "sequence"),
+                                                  "end_logits": ("batch", "sequence")}),
+    "multiple-choice": TaskSpec("AlbertForMultipleChoice", {"logits": ("batch", "choice")}, choice_axis=True),
+}
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    task: str
+    model_class: str
+    opset: int
+    exporter: str
+    inputs: dict[str, tuple[str, ...]]
+    outputs: dict[str, tuple[str | None, ...]]
+    max_abs_diff: float | None = None  # onnxruntime vs PyTorch on a fresh input; None without onnxruntime
+    checked_shape: tuple[int, ...] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def format(self) -> str:
+        dims = lambda axes: "[" + ", ".join(a or "_" for a in axes) + "]"  # noqa: E731
+        lines = [f"{self.path}: {self.model_class} ({self.task}), opset {self.opset}, {self.exporter} exporter"]
+        lines += [f"  input  {n} int64 {dims(a)}" for n, a in self.inputs.items()]
+        lines += [f"  output {n} float {dims(a)}" for n, a in self.outputs.items()]
+        if self.max_abs_diff is not None:
+            lines.append(f"  onnxruntime vs PyTorch at shape {list(self.checked_shape)}: max |diff| "
+                         f"{self.max_abs_diff:.2e}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+class OnnxWrapper(nn.Module):
+    """The model itself, called with positional int64 inputs and returning its task outputs as a tuple.
+
+    The exporters trace tensors, not dataclasses; this adds no computation of its own.
+    """
+
+    def __init__(self, model: nn.Module, outputs: tuple[str, ...]):
+        super().__init__()
+        self.model = model
+        self.outputs = outputs
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return tuple(getattr(out, name) for name in self.outputs)
+
+
+def example_inputs(config, batch: int, seq_len: int, choices: int | None = None,
+                   generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """Random ids and segments with right padding of varying length ([B, L] or [B, C, L], int64)."""
+    shape = (batch, seq_len) if choices is None else (batch, choices, seq_len)
+    ids = torch.randint(0, config.vocab_size, shape, generator=generator)
+    lengths = torch.randint(max(1, seq_len // 2), seq_len + 1, shape[:-1], generator=generator)
+    lengths.view(-1)[0] = seq_len  # one full row, and (for batch > 1) usually some padded ones
+    positions = torch.arange(seq_len)
+    mask = (positions < lengths.unsqueeze(-1)).long()
+    segment_start = (lengths // 2).unsqueeze(-1)
+    token_types = ((positions >= segment_start) & mask.bool()).long() % config.type_vocab_size
+    return {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": token_types}
+
+
+def load_for_task(model_dir: str | Path, task: str):
+    """The task's litebert class from `model_dir`; a head that would be freshly initialised is an error."""
+    from litebert.model import MODEL_CLASSES
+
+    if task not in TASKS:
+        raise ConversionError(f"task {task!r} is not one of {', '.join(TASKS)} (--task)")
+    spec = TASKS[task]
+    model = MODEL_CLASSES[spec.model_class].from_pretrained(model_dir).eval()
+    fresh = model.load_report.get("initialised", [])
+    if fresh:
+        raise ConversionError(f"{model_dir}: has no trained weights for {', '.join(fresh)}, which "
+                              f"{spec.model_class} needs; export a directory fine-tuned for '{task}' or pick the "
+                              "--task its heads belong to")
+    return model
+
+
+def export_onnx(model_dir: str | Path, out: str | Path, task: str, opset: int = 17, *,
+                exporter: str = "torchscript", verify: bool = True, atol: float = 1e-4) -> ExportResult:
+    """Export `model_dir` for `task` to `out` (an .onnx file); then, when onnxruntime is installed and `verify`,
+    run the graph at a shape other than the traced one and raise if it differs from PyTorch by more than atol."""
+    if exporter not in EXPORTERS:
+        raise ConversionError(f"exporter {exporter!r} is not one of {', '.join(EXPORTERS)}")
+    if opset < MIN_OPSET:
+        raise ConversionError(f"opset {opset}: attention (scaled_dot_product_attention) needs opset >= {MIN_OPSET}")
+    model = load_for_task(model_dir, task)
+    spec = TASKS[task]
+    outputs = dict(spec.outputs)
+    if task == "qa" and model.config.qa_answerability:
+        outputs["logits"] = ("batch",)  # the SQuAD v2 has-answer logit
+    in_axes = ("batch", "choice", "sequence") if spec.choice_axis else ("batch", "sequence")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    wrapper = OnnxWrapper(model, tuple(outputs)).eval()  # the exporter restores this mode afterwards: keep it eval
+    gen = torch.Generator().manual_seed(0)
+    seq = min(8, model.config.max_position_embeddings)
+    trace = example_inputs(model.config, 2, seq, 2 if spec.choice_axis else None, gen)
+    args = tuple(trace[n] for n in INPUT_NAMES)
+    try:
+        if exporter == "torchscript":
+            _export_torchscript(wrapper, args, out, in_axes, outputs, opset)
+        else:
+            _export_dynamo(wrapper, args, out, in_axes, outputs, opset, model.config.max_position_embeddings)
+    except (RuntimeError, ValueError, TypeError, torch.onnx.errors.OnnxExporterError) as exc:
+        raise ConversionError(f"{model_dir}: ONNX export ({exporter}, opset {opset}) failed: {exc}") from None
+    result = ExportResult(out, task, spec.model_class, opset, exporter, {n: in_axes for n in INPUT_NAMES}, outputs)
+    if verify:
+        _verify(wrapper, out, spec, result, atol, gen)
+    return result
+
+
+def _dynamic_axes(in_axes, outputs) -> dict[str, dict[int, str]]:
+    axes = {n: dict(enumerate(in_axes)) for n in INPUT_NAMES}
+    axes.update({n: {i: a for i, a in enumerate(dims) if a} for n, dims in outputs.items()})
+    return axes
+
+
+def _export_torchscript(wrapper, args, out, in_axes, outputs, opset) -> None:
+    with warnings.catch_warnings():
+        # Unpacking q, k, v from a dim that is always 3 is what TracerWarning is about: safe here.
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+        torch.onnx.export(wrapper, args, str(out), input_names=list(INPUT_NAMES), output_names=list(outputs),
+                          dynamic_axes=_dynamic_axes(in_axes, outputs), opset_version=opset, dynamo=False,
+                          do_constant_folding=True)
+
+
+def _export_dynamo(wrapper, args, out, in_axes, outputs, opset, max_positions) -> None:
+    try:
+        import onnxscript  # noqa: F401
+    except ImportError:
+        raise ConversionError("the dynamo exporter needs the onnxscript package (pip install onnxscript); "
+                              "the default exporter='torchscript' does not") from None
+    from torch.export import Dim
+
+    dims = {a: Dim(a, max=max_positions) if a == "sequence" else Dim(a) for a in in_axes}
+    shapes = {n: {i: dims[a] for i, a in enumerate(in_axes)} for n in INPUT_NAMES}
+    size = sum(p.numel() * p.element_size() for p in wrapper.parameters())
+    torch.onnx.export(wrapper, args, str(out), input_names=list(INPUT_NAMES), output_names=list(outputs),
+                      dynamic_shapes=shapes, opset_version=opset, dynamo=True,
+                      external_data=size > (1 << 31) - (1 << 26))  # one file below protobuf's 2 GiB limit
+
+
+def _verify(wrapper, out: Path, spec: TaskSpec, result: ExportResult, atol: float, gen) -> None:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        result.notes.append("onnxruntime is not installed: the graph was not run (pip install litebert[onnx])")
+        return
+    try:
+        import onnx
+
+        onnx.checker.check_model(str(out))
+    except ImportError:
+        pass
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+    config = wrapper.model.config
+    inputs = example_inputs(config, 3, min(13, config.max_position_embeddings), 3 if spec.choice_axis else None, gen)
+    got = session.run(list(result.outputs), {n: t.numpy() for n, t in inputs.items()})
+    with torch.no_grad():
+        want = wrapper(*(inputs[n] for n in INPUT_NAMES))
+    diffs = {}
+    for name, g, w in zip(result.outputs, got, want):
+        if tuple(g.shape) != tuple(w.shape):
+            raise ConversionError(f"{out}: output {name} has shape {list(g.shape)} in onnxruntime, "
+                                  f"{list(w.shape)} in PyTorch")
+        diff = float((torch.from_numpy(g) - w).abs().max())  # QA padding logits are finfo.min in both: 0
+        diffs[name] = diff if diff == diff else float("inf")  # a NaN must fail, not slip past `> atol`
+    result.max_abs_diff = max(diffs.values())
+    result.checked_shape = tuple(inputs["input_ids"].shape)
+    if result.max_abs_diff > atol:
+        worst = max(diffs, key=diffs.get)
+        raise ConversionError(f"{out}: onnxruntime and PyTorch differ by {result.max_abs_diff:.2e} on {worst} "
+                              f"(atol {atol}); the export is wrong, please report it")

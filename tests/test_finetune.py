@@ -1,0 +1,159 @@
+"""Smoke runs of finetune -> evaluate -> predict on tiny slices of every task type, with real data files."""
+
+import json
+
+import pytest
+import torch
+
+from litebert import AlbertConfig, AlbertForPreTraining
+from litebert.errors import LitebertError
+from litebert.finetune import FinetuneConfig, evaluate, finetune, length_grouped_batches, predict
+
+TINY = dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=128)
+
+
+def make_model_dir(path, tokenizer):
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig(vocab_size=tokenizer.vocab_size, **TINY))
+    model.save_pretrained(path, tokenizer=tokenizer)
+    return path
+
+
+@pytest.fixture(scope="module")
+def english_model(tmp_path_factory, shared_data):
+    from litebert.tokenizer import AlbertTokenizer
+
+    tok = AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model")
+    return make_model_dir(tmp_path_factory.mktemp("en-model"), tok)
+
+
+@pytest.fixture(scope="module")
+def chinese_model(tmp_path_factory, shared_data):
+    from litebert.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer(shared_data / "chinese" / "albert_zh_vocab.txt")
+    return make_model_dir(tmp_path_factory.mktemp("zh-model"), tok)
+
+
+def run_task(tmp_path, model, task, data, *, eval_split=None, predict_input=None, **kw):
+    cfg = FinetuneConfig(task=task, model=str(model), data=str(data), out=str(tmp_path / "run"), steps=3,
+                         batch_size=4, max_seq_length=64, max_train_examples=16, max_eval_examples=8,
+                         precision="fp32", lr=1e-4, log_every=1, **kw)
+    result = finetune(cfg)
+    assert result["steps"] == 3 and result["best_step"] is not None
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines if "loss" in r] == [1, 2, 3]
+    assert all(r["loss"] is not None and r["loss"] > 0 for r in lines if "loss" in r)
+    assert (tmp_path / "run" / "best" / "model.safetensors").is_file()
+    custom = {k: kw[k] for k in ("format", "text_columns", "label_column", "head") if k in kw}
+    scores = evaluate(task, tmp_path / "run", data, split=eval_split, limit=8, max_seq_length=64, **custom)
+    if predict_input is not None:
+        rows = predict(task, tmp_path / "run", predict_input, max_seq_length=64, **custom)
+        assert rows
+        return result, scores, rows
+    return result, scores, None
+
+
+def test_sst2_classification(tmp_path, english_model, shared_data):
+    _, scores, rows = run_task(tmp_path, english_model, "sst-2", shared_data / "glue" / "SST-2",
+                               predict_input=shared_data / "glue" / "SST-2" / "test.tsv")
+    assert 0.0 <= scores["accuracy"] <= 1.0 and scores["examples"] == 8
+    assert len(rows) == 1821 and rows[0]["label"] in ("0", "1")
+    assert abs(sum(rows[0]["probabilities"].values()) - 1) < 1e-5
+
+
+def test_stsb_regression(tmp_path, english_model, shared_data):
+    _, scores, _ = run_task(tmp_path, english_model, "sts-b", shared_data / "glue" / "STS-B")
+    assert {"pearson", "spearman", "mse"} <= set(scores)
+
+
+def test_cola_headerless_mcc(tmp_path, english_model, shared_data):
+    _, scores, _ = run_task(tmp_path, english_model, "cola", shared_data / "glue" / "CoLA")
+    assert "mcc" in scores
+
+
+def test_custom_multilabel_csv(tmp_path, english_model):
+    rows = ["text,tags"] + [f'"sentence number {i} about things",{"a|b" if i % 2 else "b"}' for i in range(12)]
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    _, scores, _ = run_task(tmp_path, english_model, "custom", tmp_path, format="csv", text_columns="text",
+                            label_column="tags", head="multilabel")
+    assert {"micro_f1", "macro_f1", "subset_accuracy"} <= set(scores)
+
+
+def test_custom_missing_column_is_clear(tmp_path, english_model):
+    (tmp_path / "train.csv").write_text("text,label\nhello,1\n")
+    (tmp_path / "dev.csv").write_text("text,label\nhello,1\n")
+    with pytest.raises(LitebertError, match="sentiment"):
+        run_task(tmp_path, english_model, "custom", tmp_path, format="csv", text_columns="text",
+                 label_column="sentiment")
+
+
+def test_conll_ner(tmp_path, english_model, shared_data):
+    _, scores, rows = run_task(tmp_path, english_model, "conll2003", shared_data / "conll2003",
+                               predict_input=shared_data / "conll2003" / "eng.testb")
+    assert {"precision", "recall", "f1"} <= set(scores)
+    assert len(rows[0]["tags"]) == len(rows[0]["words"])
+
+
+def test_squad_span(tmp_path, english_model, shared_data):
+    dev = shared_data / "squad" / "dev-v1.1.json"
+    _, scores, _ = run_task(tmp_path, english_model, "squad1.1", dev, dev=str(dev), doc_stride=32,
+                            max_query_length=16)
+    assert {"exact_match", "f1"} <= set(scores)
+
+
+def test_squad_v2_answerability(tmp_path, english_model):
+    context = "The quick brown fox jumps over the lazy dog near the river bank in the morning."
+    qas = [{"id": f"q{i}", "question": q, "answers": a, "is_impossible": not a} for i, (q, a) in enumerate([
+        ("What jumps?", [{"text": "The quick brown fox", "answer_start": 0}]),
+        ("Who is lazy?", [{"text": "dog", "answer_start": 40}]),
+        ("What is the capital of Peru?", []),
+        ("When does it jump?", [{"text": "in the morning", "answer_start": 64}]),
+    ])]
+    data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(data))
+    _, scores, _ = run_task(tmp_path, english_model, "squad2.0", path, dev=str(path))
+    assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(scores)
+
+
+def test_race_multiple_choice(tmp_path, english_model, shared_data):
+    _, scores, _ = run_task(tmp_path, english_model, "race", shared_data / "race" / "dev", dev=str(shared_data /
+                                                                                                   "race" / "dev"))
+    assert 0.0 <= scores["accuracy"] <= 1.0
+
+
+def test_lcqmc_chinese(tmp_path, chinese_model, shared_data):
+    lcqmc = shared_data / "chinese" / "lcqmc"
+    _, scores, _ = run_task(tmp_path, chinese_model, "lcqmc", lcqmc / "dev.txt", dev=str(lcqmc / "dev.txt"))
+    assert "accuracy" in scores
+
+
+def test_cmrc2018_chinese_span(tmp_path, chinese_model, shared_data):
+    dev = shared_data / "chinese" / "cmrc2018" / "cmrc2018_trial.json"
+    _, scores, _ = run_task(tmp_path, chinese_model, "cmrc2018", dev, dev=str(dev))
+    assert {"em", "f1"} <= set(scores)
+
+
+def test_vocab_mismatch_is_clear(tmp_path, english_model):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(english_model, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["vocab_size"] = 1000
+    (bad / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(LitebertError):
+        run_task(tmp_path, bad, "sst-2", english_model)
+
+
+def test_length_grouped_batches_cover_once_and_group_lengths():
+    lengths = [((i * 37) % 100) + 1 for i in range(1000)]
+    batches = length_grouped_batches(lengths, 10, seed=0, epoch=0)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(1000))
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) / len(batches)
+    assert spread < 10  # random batches would spread ~80
+    assert batches != length_grouped_batches(lengths, 10, seed=0, epoch=1)
