@@ -86,6 +86,10 @@ def test_official_wordpiece_tokenization(wordpiece, shared_data, tmp_path):
     assert type(hf).__name__.startswith("BertTokenizer")
     for r in rows[::10]:
         assert hf(r["text"])["input_ids"] == wordpiece.encode(r["text"]).input_ids
+    # Words over 100 characters become one [UNK] (HF's limit; the official file says 200).
+    for word in ("a" * 100, "a" * 101, "naïve" * 25):
+        assert hf(word)["input_ids"] == wordpiece.encode(word).input_ids
+    assert wordpiece.tokenize("x " + "a" * 101) == ["x", "[UNK]"] and "[UNK]" not in wordpiece.tokenize("a" * 100)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -308,8 +312,11 @@ def small_corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def trained_dir(small_corpus, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("trained")
-    code = cli_main(["tokenizer", "train", "--input", str(small_corpus), "--vocab-size", "600", "--out", str(out),
-                     "--num-threads", "1", "--spm", "hard_vocab_limit=false"])
+    bad = out.parent / "bad_line.txt"
+    bad.write_bytes(b"a good line\na bad \xff line\n")
+    code = cli_main(["tokenizer", "train", "--input", str(small_corpus), str(bad), "--vocab-size", "600",
+                     "--out", str(out), "--num-threads", "1", "--on-bad-utf8", "replace",
+                     "--spm", "hard_vocab_limit=false"])
     assert code == 0
     return out
 
@@ -327,6 +334,8 @@ def test_trained_model_has_albert_specials(trained_dir):
     assert proto.trainer_spec.model_type == proto.trainer_spec.UNIGRAM
     assert proto.trainer_spec.character_coverage == pytest.approx(0.99995)
     assert (proto.trainer_spec.bos_id, proto.trainer_spec.eos_id) == (-1, -1)
+    record = json.loads((trained_dir / "spm_train.json").read_text())
+    assert record["counts"]["bad_utf8_lines"] == 1 and record["counts"]["files"] == 2
     tok = load_tokenizer(trained_dir)
     assert tok.vocab_size == 600 and (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
     enc = tok.encode("Return a (new) list.", "Second")

@@ -164,6 +164,7 @@ def _export_torchscript(wrapper, args, out, in_axes, outputs, opset) -> None:
         # Unpacking q, k, v from a dim that is always 3 is what TracerWarning is about: safe here.
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+        warnings.filterwarnings("ignore", message="The feature will be removed", category=DeprecationWarning)
         torch.onnx.export(wrapper, args, str(out), input_names=list(INPUT_NAMES), output_names=list(outputs),
                           dynamic_axes=_dynamic_axes(in_axes, outputs), opset_version=opset, dynamo=False,
                           do_constant_folding=True)
@@ -181,7 +182,7 @@ def _export_dynamo(wrapper, args, out, in_axes, outputs, opset, max_positions) -
     shapes = {n: {i: dims[a] for i, a in enumerate(in_axes)} for n in INPUT_NAMES}
     size = sum(p.numel() * p.element_size() for p in wrapper.parameters())
     torch.onnx.export(wrapper, args, str(out), input_names=list(INPUT_NAMES), output_names=list(outputs),
-                      dynamic_shapes=shapes, opset_version=opset, dynamo=True,
+                      dynamic_shapes=shapes, opset_version=opset, dynamo=True, verbose=False,
                       external_data=size > (1 << 31) - (1 << 26))  # one file below protobuf's 2 GiB limit
 
 

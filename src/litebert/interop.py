@@ -72,7 +72,7 @@ def convert_checkpoint(
         if out.resolve() == src.resolve():
             raise ConversionError(f"{out}: the output directory is the source directory; choose another --out")
         hf_config, hf_state, report = load_hf_albert(src, allow_unused=allow_unused)
-        tokenizer_candidates = _hf_tokenizer_dir(src)
+        tokenizer_candidates = _hf_tokenizer_files(src)
     else:
         hf_config, hf_state, report = load_tf_albert(src, source, allow_unused, config=config)
         tokenizer_candidates = [Path(p) for p in report.tokenizer_files]
@@ -165,7 +165,7 @@ def _sort_hf_tensors(state: dict[str, torch.Tensor], config: AlbertConfig, allow
     return kept
 
 
-def _hf_tokenizer_dir(folder: Path) -> list[Path]:
+def _hf_tokenizer_files(folder: Path) -> list[Path]:
     return [folder / name for name in ("spiece.model", "vocab.txt") if (folder / name).is_file()]
 
 

@@ -74,6 +74,28 @@ class Embeddings(nn.Module):
         return self.dropout(self.norm(x))
 
 
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float,
+           impl: str = "auto") -> torch.Tensor:
+    """softmax(q k^T / sqrt(d), masked) v for q, k, v [B, heads, L, d] -> [B, heads, L, d].
+
+    "sdpa" is `F.scaled_dot_product_attention` (fused kernels, and Flash/memory-efficient ones on GPU). "math"
+    spells it out as two batched matmuls and a float32 softmax. "auto" takes "math" only where it measured
+    faster: bf16 training on CPU at L <= 256, where the fused CPU kernel's backward is ~2x slower than the
+    matmuls (benchmarks/bench_pretrain.py --levers); everywhere else SDPA.
+    """
+    if impl == "auto":
+        slow_fused_backward = (q.device.type == "cpu" and q.dtype == torch.bfloat16 and q.shape[-2] <= 256
+                               and torch.is_grad_enabled() and q.requires_grad)
+        impl = "math" if slow_fused_backward else "sdpa"
+    if impl == "sdpa":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # [B, heads, L, L]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+    return torch.matmul(F.dropout(probs, dropout_p) if dropout_p else probs, v)
+
+
 class Attention(nn.Module):
     """Self-attention with its residual and post-LayerNorm. Q, K and V come from one fused [3H, H] matmul."""
 
@@ -86,13 +108,14 @@ class Attention(nn.Module):
         self.norm = nn.LayerNorm(H, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.attn_dropout = config.attention_probs_dropout_prob
+        self.impl = "auto"  # "auto" | "sdpa" | "math": see `attend`
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         B, L, H = x.shape
         # [B, L, 3H] -> 3 x [B, heads, L, head_dim]
         q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, H // self.num_heads).permute(2, 0, 3, 1, 4)
         p = self.attn_dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B, heads, L, head_dim]
+        y = attend(q, k, v, mask, p, self.impl)  # [B, heads, L, head_dim]
         y = y.transpose(1, 2).reshape(B, L, H)
         return self.norm(x + self.dropout(self.out(y)))
 

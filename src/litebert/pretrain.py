@@ -181,15 +181,14 @@ class BatchStream:
     def state_dict(self) -> dict[str, int]:
         return dict(self.state)
 
-    def _dataset(self, objective: str | None = None, split: str = "train", seq_len: int | None = None):
+    def _dataset(self):
         from litebert.data.pretraining import PretrainingDataset
 
         cfg = self.cfg
         return PretrainingDataset(
-            self.store, split=split, max_seq_length=seq_len or self.phases[self.state["phase"]][1],
+            self.store, split="train", max_seq_length=self.phases[self.state["phase"]][1],
             max_predictions_per_seq=cfg.max_predictions_per_seq, masked_lm_prob=cfg.masked_lm_prob,
-            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=objective or cfg.objective,
-            seed=cfg.seed)
+            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=cfg.objective, seed=cfg.seed)
 
     def _open(self) -> None:
         from litebert.data.pretraining import ResumableSampler, collate_pretraining
@@ -422,9 +421,12 @@ def check_writable(run_dir: Path) -> None:
     """Fail at the start, with the reason, when the run dir cannot take files (read-only, full, no permission)."""
     probe = run_dir / f".write-test-{os.getpid()}"
     try:
-        with open(probe, "wb") as f:
-            f.write(b"litebert")
-            os.fsync(f.fileno())
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"litebert")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError as e:
         raise CheckpointError(f"--out {run_dir}: cannot write there ({e.strerror or e}); choose a writable "
                               "directory with free space") from None
@@ -490,9 +492,10 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     lr = run.scheduler.get_last_lr()[0]
     run.scheduler.step()
     n_ranks_pairs = counts[1].item()
+    # Each rank's sums are its share of the global means (divided by the global counts): their sum is the mean.
     return {
-        "loss": (sums[0] + sums[2]).item() / d.world, "mlm_loss": sums[0].item() / d.world,
-        "mlm_acc": sums[1].item() / n_masked, "sop_loss": sums[2].item() / d.world,
+        "loss": (sums[0] + sums[2]).item(), "mlm_loss": sums[0].item(),
+        "mlm_acc": sums[1].item() / n_masked, "sop_loss": sums[2].item(),
         "sop_acc": sums[3].item() / n_ranks_pairs if n_ranks_pairs else float("nan"),
         "lr": lr, "grad_norm": grad_norm.item(), "tokens": sums[4].item(), "skipped": skipped,
     }
@@ -520,25 +523,42 @@ def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = No
 # --------------------------------------------------------------------------------------------- eval, save, log
 
 
-@torch.no_grad()
 def evaluate(run: Run, objective: str | None = None) -> dict[str, float]:
-    """MLM loss/accuracy and sentence-pair accuracy on the store's validation split (fixed masks: epoch 0)."""
-    from litebert.data.pretraining import collate_pretraining
-
+    """MLM loss/accuracy and sentence-pair accuracy on the store's validation split."""
     if run.store.num_documents("validation") == 0:
         return {}
     objective = objective or (run.cfg.objective if run.cfg.objective != "none" else "sop")
-    model = run.raw_model
+    return evaluate_checkpoint(run.raw_model, run.store, objective, run.cfg.max_seq_length,
+                               batches=run.cfg.eval_batches, batch_size=run.cfg.micro_batch_size,
+                               precision=run.precision, seed=run.cfg.seed, cfg=run.cfg)
+
+
+@torch.no_grad()
+def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "sop", max_seq_length: int = 128,
+                        batches: int = 20, batch_size: int = 32, precision: str = "fp32", seed: int = 0,
+                        cfg: PretrainConfig | None = None) -> dict[str, float]:
+    """Held-out MLM and pair accuracy with fixed masks (epoch 0): `objective` "sop" scores the head on
+    in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation)."""
+    from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+    from litebert.data.store import TokenStore
+
+    store = store if not isinstance(store, (str, Path)) else TokenStore.open(store)
+    device = next(model.parameters()).device
+    precision = resolve_precision(precision, device)
+    cfg = cfg or PretrainConfig(max_seq_length=max_seq_length)
     model.eval()
-    dataset = run.stream._dataset(objective=objective, split="validation", seq_len=run.cfg.max_seq_length)
+    dataset = PretrainingDataset(store, split="validation", max_seq_length=max_seq_length,
+                                 max_predictions_per_seq=cfg.max_predictions_per_seq,
+                                 masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
+                                 ngram=cfg.ngram, objective=objective, seed=seed)
     dataset.set_epoch(0)
-    n = min(len(dataset), run.cfg.eval_batches * run.cfg.micro_batch_size)
+    n = min(len(dataset), batches * batch_size)
     totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
-    for start in range(0, n, run.cfg.micro_batch_size):
-        b = collate_pretraining([dataset[i] for i in range(start, min(n, start + run.cfg.micro_batch_size))],
-                                pad_to=run.cfg.max_seq_length, pad_id=run.store.token_id("pad"))
-        b = {k: v.to(run.device) for k, v in b.items()}
-        with autocast(run.precision, run.device):
+    for start in range(0, n, batch_size):
+        b = collate_pretraining([dataset[i] for i in range(start, min(n, start + batch_size))],
+                                pad_to=max_seq_length, pad_id=store.token_id("pad"))
+        b = {k: v.to(device) for k, v in b.items()}
+        with autocast(precision, device):
             out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"],
                         masked_positions=b["masked_positions"])
         w = b["masked_weights"]

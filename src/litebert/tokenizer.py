@@ -95,7 +95,7 @@ class _Aligned:
         self.ends = self.starts + 1  # [m] original end
 
     def collapse_whitespace(self) -> _Aligned:
-        """" ".join(text.split()): drop outer whitespace; each inner run becomes one " " spanning the run."""
+        """Like " ".join(text.split()): outer whitespace goes; each inner run becomes one " " spanning the run."""
         n = len(self.text)
         space = np.isin(_code_points(self.text), _space_code_points())  # [n]
         solid = np.flatnonzero(~space)
@@ -141,7 +141,7 @@ class _Aligned:
         low = self.text.lower()
         if len(low) == len(self.text):
             return self._replace(low, self.starts, self.ends)
-        out = self.rewrite(str.lower)
+        out = self.rewrite(str.lower, inspect=lambda cps: cps >= 0)
         return out._replace(low if len(low) == len(out.text) else out.text, out.starts, out.ends)
 
     def _replace(self, text: str, starts: np.ndarray, ends: np.ndarray) -> _Aligned:
@@ -585,14 +585,10 @@ class AlbertTokenizer(_TokenizerBase):
 # BERT WordPiece (Chinese ALBERT models)
 
 
-def _is_control(c: str) -> bool:
-    return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")
-
-
 @lru_cache(maxsize=1 << 16)
 def _bert_clean(c: str) -> str:
     """BasicTokenizer._clean_text for one char: drop NUL, U+FFFD and controls; whitespace (Zs, \\t\\n\\r) -> " "."""
-    if c in "\x00\ufffd" or _is_control(c):
+    if c in "\x00\ufffd" or (c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")):
         return ""
     return " " if c in " \t\n\r" or unicodedata.category(c) == "Zs" else c
 

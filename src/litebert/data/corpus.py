@@ -242,6 +242,7 @@ class CorpusReader:
     # -- chunks --------------------------------------------------------------------------------------------------
     def chunks(self) -> Iterator[Chunk]:
         """The corpus as chunks of about chunk_bytes of text (each chunk holds one kind of text)."""
+        self.stats = ReadStats()
         self._doc_id = 0  # ordinal of the next document
         chunk = None
         for path in self.files:

@@ -26,6 +26,8 @@ import shutil
 import sys
 import time
 from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
@@ -149,16 +151,22 @@ def _ordered_map(fn, items: Iterable, workers: int, initargs: tuple, inflight: i
         finally:
             _WORKER.clear()
         return
-    # forkserver: workers never inherit the parent's threads (torch/OpenMP) the way plain fork would
+    # forkserver: workers never inherit the parent's threads (torch/OpenMP) the way plain fork would.
+    # ProcessPoolExecutor, not Pool: a worker that dies makes it raise, where Pool would respawn it forever.
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    with multiprocessing.get_context(method).Pool(workers, _worker_init, initargs) as pool:
-        pending: deque = deque()
-        for item in items:
-            pending.append(pool.apply_async(fn, (item,)))
-            if len(pending) >= inflight:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
+    context = multiprocessing.get_context(method)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=initargs) as pool:
+            pending: deque = deque()
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= inflight:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+    except BrokenProcessPool as exc:
+        raise CorpusError(f"a tokenizer worker process died ({exc}); its error is printed above. Retry with "
+                          "--workers 1 to see it in this process") from None
 
 
 # ---------------------------------------------------------------------------------------------------------------

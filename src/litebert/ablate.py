@@ -1,0 +1,292 @@
+"""`litebert ablate`: the paper's controlled comparisons at small scale, under equal budgets.
+
+A suite is a list of variants of one small base model. Each variant is pretrained for the same number of steps
+on the same token store (same seed), evaluated on held-out pairs of both kinds (SOP and NSP), then fine-tuned on
+a small fixed downstream task with several seeds. Everything goes into DIR:
+
+    DIR/_data/{tokenizer,store}           built once from --corpus
+    DIR/<suite>/<variant>/pretrain/       a normal pretraining run dir (resumable)
+    DIR/<suite>/<variant>/result.json     written last: a finished variant is never re-run
+    DIR/<suite>/results.md, *.png         the table and the plots
+
+Suites (paper tables): embedding (Table 3), sharing (Table 4), objective (Table 5), dropout (Table 9), and scale
+(parameter count against measured training throughput of the released configs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from litebert.config import AlbertConfig
+from litebert.errors import ConfigError
+
+BASE = dict(embedding_size=128, hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024,
+            max_position_embeddings=512)
+
+
+@dataclass
+class Variant:
+    name: str
+    model: dict[str, Any] = field(default_factory=dict)  # AlbertConfig overrides on BASE
+    train: dict[str, Any] = field(default_factory=dict)  # PretrainConfig overrides
+
+
+def suite_variants(suite: str, hidden: int = BASE["hidden_size"]) -> list[Variant]:
+    if suite == "embedding":
+        return [Variant(f"{s}-E{e}", {"embedding_size": e, "sharing": s})
+                for s in ("all", "none") for e in (32, 64, 128, hidden)]
+    if suite == "sharing":
+        return [Variant(f"E{e}-{s}", {"embedding_size": e, "sharing": s})
+                for e in (hidden, 128) for s in ("all", "attention", "ffn", "none")]
+    if suite == "objective":
+        return [Variant(f"objective-{o}", train={"objective": o}) for o in ("none", "nsp", "sop")]
+    if suite == "dropout":
+        return [Variant("dropout-0", train={"dropout": 0.0}), Variant("dropout-0.1", train={"dropout": 0.1})]
+    raise ConfigError(f"unknown suite {suite!r}; use embedding, sharing, objective, dropout or scale")
+
+
+@dataclass
+class AblateConfig:
+    suite: str
+    corpus: list[str]
+    out: str
+    steps: int | None = None  # per variant; default from --budget-minutes
+    budget_minutes: float = 4.0  # pretraining minutes for the base variant; sets the shared step count
+    seeds: int = 3  # downstream fine-tuning seeds
+    vocab_size: int = 8000
+    max_seq_length: int = 128
+    batch_size: int = 32
+    lr: float = 2e-3
+    glue: str | None = None  # GLUE folder with SST-2 (default: $LITEBERT_SHARED_DATA/glue)
+    finetune_train_examples: int = 2000
+    finetune_steps: int = 300
+    precision: str = "auto"
+
+
+def prepare_data(cfg: AblateConfig) -> Path:
+    from litebert.data.store import TokenStore, build_store
+    from litebert.tokenizer import train_sentencepiece
+
+    data = Path(cfg.out) / "_data"
+    if (data / "store" / "meta.json").is_file():
+        return data
+    data.mkdir(parents=True, exist_ok=True)
+    train_sentencepiece(cfg.corpus, data / "tokenizer", vocab_size=cfg.vocab_size)
+    build_store(cfg.corpus, data / "tokenizer", data / "store", workers=2, validation_fraction=0.02, overwrite=True)
+    TokenStore.open(data / "store")
+    return data
+
+
+def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Variant, steps: int):
+    from litebert.pretrain import PretrainConfig
+
+    config = AlbertConfig(vocab_size=cfg.vocab_size, **{**BASE, **variant.model})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config.to_json(run_dir / "model_config.json")
+    train = dict(model=str(run_dir / "model_config.json"), data=str(data / "store"), tokenizer=str(data / "tokenizer"),
+                 out=str(run_dir / "pretrain"), steps=steps, batch_size=cfg.batch_size,
+                 micro_batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, lr=cfg.lr,
+                 warmup_steps=max(1, steps // 20), log_every=max(1, steps // 50), save_every=max(1, steps // 4),
+                 eval_every=0, eval_batches=40, precision=cfg.precision, keep=1, seed=0)
+    return PretrainConfig(**{**train, **variant.train})
+
+
+def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
+    """How many steps the suite's first variant runs in --budget-minutes: time 6 steps, drop the first."""
+    from litebert.pretrain import pretrain
+
+    probe = Path(cfg.out) / "_probe"
+    variant = suite_variants(cfg.suite)[0]
+    pc = dataclasses.replace(pretrain_config(cfg, data, probe, variant, steps=6), log_every=1, save_every=1000,
+                             eval_batches=1, resume="none")
+    t0 = time.perf_counter()
+    pretrain(pc)
+    per_step = (time.perf_counter() - t0) / 6
+    import shutil
+
+    shutil.rmtree(probe, ignore_errors=True)
+    return max(10, int(cfg.budget_minutes * 60 / per_step))
+
+
+def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, Any]:
+    """SST-2 dev accuracy after fine-tuning on a fixed subset, over several seeds: mean, std, all."""
+    from litebert.finetune import FinetuneConfig, finetune
+    from litebert.shared_data import shared_data_dir
+
+    glue = Path(cfg.glue) if cfg.glue else shared_data_dir() / "glue"
+    if not (glue / "SST-2" / "train.tsv").is_file():
+        return {"sst2_note": f"no SST-2 at {glue}; downstream scoring skipped"}
+    scores = []
+    for seed in range(cfg.seeds):
+        result = finetune(FinetuneConfig(task="sst-2", model=str(checkpoint), data=str(glue / "SST-2"),
+                                         out=str(run_dir / f"sst2-seed{seed}"), seed=seed, lr=1e-4, batch_size=32,
+                                         steps=cfg.finetune_steps, max_seq_length=64,
+                                         max_train_examples=cfg.finetune_train_examples, eval_every=cfg.finetune_steps,
+                                         precision=cfg.precision, warmup_ratio=0.1))
+        scores.append(result["best"]["accuracy"])
+    return {"sst2_acc_mean": statistics.mean(scores), "sst2_acc_std": statistics.pstdev(scores),
+            "sst2_acc": scores}
+
+
+def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int) -> dict[str, Any]:
+    from litebert.model import AlbertForPreTraining
+    from litebert.params import count_parameters
+    from litebert.pretrain import evaluate_checkpoint, pretrain
+
+    run_dir = Path(cfg.out) / cfg.suite / variant.name
+    done = run_dir / "result.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    pc = pretrain_config(cfg, data, run_dir, variant, steps)
+    t0 = time.perf_counter()
+    last = pretrain(pc)
+    seconds = time.perf_counter() - t0
+    checkpoint = Path(pc.out) / f"checkpoint-{steps}"
+    model = AlbertForPreTraining.from_pretrained(checkpoint)
+    evals = {}
+    for objective in ("sop", "nsp"):
+        scores = evaluate_checkpoint(model, data / "store", objective, pc.max_seq_length, batches=40,
+                                     precision=cfg.precision)
+        evals.update({"mlm_acc": scores["eval_mlm_acc"], "mlm_loss": scores["eval_mlm_loss"],
+                      f"{objective}_acc": scores[f"eval_{objective}_acc"]})
+    result = {"variant": variant.name, "model": variant.model, "train": variant.train, "steps": steps,
+              "parameters": count_parameters(model.config), "pretrain_seconds": seconds,
+              "tokens_per_s": last.get("tokens_per_s"), "final_loss": last.get("loss"), **evals,
+              **downstream(cfg, checkpoint, run_dir)}
+    done.write_text(json.dumps(result, indent=2) + "\n")  # written last: the variant counts as finished
+    return result
+
+
+def run_scale(cfg: AblateConfig) -> list[dict[str, Any]]:
+    """Parameters vs measured training throughput of the released configs (the paper's speed column)."""
+    from litebert.params import count_parameters
+
+    results = []
+    for preset in ("bert-base", "albert-base", "albert-large", "albert-xlarge", "bert-large"):
+        config = AlbertConfig.from_preset(preset)
+        tps = measure_train_throughput(config, cfg.max_seq_length, batch=8, precision=cfg.precision)
+        results.append({"variant": preset, "parameters": count_parameters(config), "tokens_per_s": tps})
+    base = next(r["tokens_per_s"] for r in results if r["variant"] == "bert-large")
+    for r in results:
+        r["speedup_vs_bert_large"] = r["tokens_per_s"] / base
+    return results
+
+
+def measure_train_throughput(config: AlbertConfig, seq_len: int, batch: int, precision: str, steps: int = 3) -> float:
+    import torch
+
+    from litebert.device import autocast, pick_device, resolve_precision
+    from litebert.model import AlbertForPreTraining
+    from litebert.optim import build_optimizer
+
+    device = pick_device()
+    precision = resolve_precision(precision, device)
+    model = AlbertForPreTraining(config).to(device)
+    opt = build_optimizer(model, "lamb", lr=1e-4)
+    ids = torch.randint(5, config.vocab_size, (batch, seq_len), device=device)
+    pos = torch.randint(0, seq_len, (batch, 20), device=device)
+    times = []
+    for _ in range(steps + 1):
+        t0 = time.perf_counter()
+        with autocast(precision, device):
+            out = model(ids, masked_positions=pos)
+        (out.mlm_logits.float().logsumexp(-1).mean() + out.sop_logits.float().sum()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - t0)
+    return batch * seq_len / statistics.median(times[1:])
+
+
+def ablate(cfg: AblateConfig) -> Path:
+    out = Path(cfg.out) / cfg.suite
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.suite == "scale":
+        results = run_scale(cfg)
+    else:
+        data = prepare_data(cfg)
+        steps = cfg.steps or steps_for_budget(cfg, data)
+        print(f"ablate {cfg.suite}: {steps} pretraining steps per variant", file=sys.stderr)
+        results = [run_variant(cfg, data, v, steps) for v in suite_variants(cfg.suite)]
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_report(cfg, results, out)
+    return out / "results.md"
+
+
+COLUMNS = [("variant", "{}"), ("parameters", "{:,}"), ("steps", "{}"), ("tokens_per_s", "{:.0f}"),
+           ("final_loss", "{:.3f}"), ("mlm_acc", "{:.3f}"), ("sop_acc", "{:.3f}"), ("nsp_acc", "{:.3f}"),
+           ("speedup_vs_bert_large", "{:.2f}x")]
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    cols = [(k, f) for k, f in COLUMNS if any(k in r for r in results)]
+    has_sst2 = any("sst2_acc_mean" in r for r in results)
+    head = [k for k, _ in cols] + (["SST-2 dev acc (mean ± std)"] if has_sst2 else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [f.format(r[k]) if r.get(k) is not None else "" for k, f in cols]
+        if has_sst2:
+            cells.append(f"{r['sst2_acc_mean']:.3f} ± {r['sst2_acc_std']:.3f} (n={len(r['sst2_acc'])})"
+                         if "sst2_acc_mean" in r else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_report(cfg: AblateConfig, results: list[dict[str, Any]], out: Path) -> None:
+    command = "litebert ablate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["ablate"] else f"ablate({cfg})"
+    text = [f"# Ablation suite: {cfg.suite}", "", f"Command: `{command}`", "",
+            f"Base model: {BASE}, vocab {cfg.vocab_size}, seq {cfg.max_seq_length}, batch {cfg.batch_size}, "
+            f"lr {cfg.lr} (LAMB), every variant the same steps and seed.", "", format_table(results), ""]
+    plots = write_plots(results, out)
+    text += [f"![{p.stem}]({p.name})" for p in plots]
+    (out / "results.md").write_text("\n".join(text) + "\n")
+
+
+def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    paths = []
+    metrics = [k for k in ("mlm_acc", "sop_acc", "nsp_acc", "sst2_acc_mean", "tokens_per_s") if
+               any(r.get(k) is not None for r in results)]
+    if metrics:
+        fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.5), squeeze=False)
+        names = [r["variant"] for r in results]
+        for ax, key in zip(axes[0], metrics):
+            values = [r.get(key) or 0 for r in results]
+            errors = [r.get("sst2_acc_std", 0) for r in results] if key == "sst2_acc_mean" else None
+            ax.bar(range(len(names)), values, yerr=errors, capsize=3)
+            ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+            ax.set_title(key)
+        fig.tight_layout()
+        paths.append(out / "bars.png")
+        fig.savefig(paths[-1], dpi=100)
+        plt.close(fig)
+    curves = [(r["variant"], Path(out) / r["variant"] / "pretrain" / "metrics.jsonl") for r in results]
+    curves = [(n, p) for n, p in curves if p.is_file()]
+    if curves:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for name, path in curves:
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            points = [(r["step"], r["loss"]) for r in rows if r.get("loss") is not None and math.isfinite(r["loss"])]
+            if points:
+                ax.plot(*zip(*points), label=name)
+        ax.set_xlabel("step")
+        ax.set_ylabel("pretraining loss")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        paths.append(out / "curves.png")
+        fig.savefig(paths[-1], dpi=100)
+        plt.close(fig)
+    return paths

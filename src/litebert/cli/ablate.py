@@ -1,0 +1,36 @@
+"""`litebert ablate SUITE --corpus PATHS --out DIR`: the paper's design comparisons at small scale."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ablate", help="reproduce the paper's ablations (embedding, sharing, objective, dropout, scale)")
+    p.add_argument("suite", choices=("embedding", "sharing", "objective", "dropout", "scale"))
+    p.add_argument("--corpus", nargs="+", default=[], help="text files/folders/globs to pretrain on")
+    p.add_argument("--out", required=True)
+    p.add_argument("--budget-minutes", type=float, default=4.0, help="pretraining minutes for the base variant; "
+                   "every variant then runs the same number of steps")
+    p.add_argument("--steps", type=int, help="steps per variant (overrides --budget-minutes)")
+    p.add_argument("--seeds", type=int, default=3, help="downstream fine-tuning seeds")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--glue", help="GLUE folder holding SST-2 (default: the shared data)")
+    p.add_argument("--finetune-train-examples", type=int, default=2000)
+    p.add_argument("--finetune-steps", type=int, default=300)
+    p.add_argument("--precision", default="auto")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from litebert.ablate import AblateConfig, ablate
+    from litebert.errors import ConfigError
+
+    if args.suite != "scale" and not args.corpus:
+        raise ConfigError(f"suite {args.suite} pretrains: give --corpus PATHS")
+    cfg = AblateConfig(suite=args.suite, corpus=args.corpus, out=args.out, steps=args.steps,
+                       budget_minutes=args.budget_minutes, seeds=args.seeds, vocab_size=args.vocab_size,
+                       max_seq_length=args.max_seq_length, batch_size=args.batch_size, lr=args.lr, glue=args.glue,
+                       finetune_train_examples=args.finetune_train_examples, finetune_steps=args.finetune_steps,
+                       precision=args.precision)
+    print(ablate(cfg))
+    return 0

@@ -1,0 +1,155 @@
+"""Helpers of the reliability suite: the tiny setup, running `litebert pretrain` in a subprocess (plain or under
+torchrun), and reading what a run left behind. Fixtures built on these live in conftest.py.
+
+Every run is CPU-only and tiny (2 layers of width 32, sequences of 32-64 tokens, 8-14 steps): what costs time
+is starting Python and torch, so runs several tests compare against are made once (conftest.reference_runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+TINY_MODEL = {"format": "litebert", "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 128}
+STORE_DOCUMENTS = 100  # ~237 examples at length 32 (14 steps of 16 in epoch 0), ~168 at length 64 (10.5 steps)
+SUBPROCESS_TIMEOUT = 300  # seconds; a run that takes longer has hung
+# The run that crosses an epoch boundary, with DataLoader workers (exact resume and crash tests).
+EPOCH_RUN = dict(max_seq_length=64, steps=14, save_every=3, num_workers=2)
+
+
+def write_pydoc_corpus(path: Path, max_documents: int | None = None) -> int:
+    """English from the standard library's pydoc topics: one sentence per line, a blank line between documents."""
+    from pydoc_data.topics import topics
+
+    from litebert.data.corpus import split_sentences
+
+    docs = []
+    for key in sorted(topics):
+        for para in topics[key].split("\n\n"):
+            lines = split_sentences(" ".join(para.split()))
+            if len(lines) >= 2:
+                docs.append("\n".join(lines))
+    docs = docs[:max_documents] if max_documents else docs
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return len(docs)
+
+
+def config_args(data, out: Path, **overrides) -> dict:
+    """PretrainConfig fields of the tiny setup; `data` is the tiny_data fixture (store, tokenizer, model)."""
+    store, tokenizer, model = data
+    opts = dict(model=str(model), data=str(store), tokenizer=str(tokenizer), out=str(out), max_seq_length=32,
+                max_predictions_per_seq=5, batch_size=16, micro_batch_size=8, steps=8, warmup_steps=1, lr=2e-3,
+                save_every=2, keep=50, log_every=1, eval_batches=1, precision="fp32", threads=1, seed=0)
+    opts.update(overrides)
+    return opts
+
+
+def pretrain_args(data, out: Path, **overrides) -> list[str]:
+    """`litebert pretrain` arguments for the tiny setup; overrides use the config field names."""
+    return ["pretrain"] + [x for k, v in config_args(data, out, **overrides).items()
+                           for x in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def command(args: list[str], nproc: int = 1, max_restarts: int = 0) -> list[str]:
+    """`python -m litebert ARGS`, or the same under torchrun with `nproc` CPU processes (gloo)."""
+    if nproc == 1:
+        return [sys.executable, "-m", "litebert", *args]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            f"--max-restarts={max_restarts}", "--monitor-interval=0.2", "-m", "litebert", *args]
+
+
+def subprocess_env(fault: str | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITEBERT_FAULT")}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if fault:
+        env["LITEBERT_FAULT"] = fault
+    env.update(extra)
+    return env
+
+
+def start(args: list[str], nproc: int = 1, max_restarts: int = 0, fault: str | None = None,
+          **env: str) -> subprocess.Popen:
+    return subprocess.Popen(command(args, nproc, max_restarts), env=subprocess_env(fault, **env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=SUBPROCESS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{proc.args} hung (> {SUBPROCESS_TIMEOUT}s):\n{err[-3000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_litebert(args: list[str], nproc: int = 1, max_restarts: int = 0, fault: str | None = None,
+                 **env: str) -> subprocess.CompletedProcess:
+    return finish(start(args, nproc, max_restarts, fault, **env))
+
+
+def read_metrics(run_dir: Path) -> dict[int, dict]:
+    """Training rows of metrics.jsonl by step (eval rows left out); a step logged twice is an error."""
+    rows = {}
+    for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if "loss" in rec:
+            assert rec["step"] not in rows, f"step {rec['step']} logged twice in {run_dir}"
+            rows[rec["step"]] = rec
+    return rows
+
+
+def losses(run_dir: Path, key: str = "loss") -> list[float]:
+    """Per-step values of `key`, checking that steps 1..N are all there."""
+    rows = read_metrics(run_dir)
+    assert sorted(rows) == list(range(1, len(rows) + 1)), f"{run_dir}: steps {sorted(rows)}"
+    return [rows[s][key] for s in sorted(rows)]
+
+
+def read_weights(ckpt: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(ckpt) / "model.safetensors"))
+
+
+def assert_same_weights(a: Path, b: Path, atol: float = 0.0) -> None:
+    """Every tensor of a's model.safetensors equals b's: bit for bit, or within `atol`."""
+    import torch
+
+    wa, wb = read_weights(a), read_weights(b)
+    assert wa.keys() == wb.keys()
+    if atol == 0.0:
+        different = [k for k in wa if not torch.equal(wa[k], wb[k])]
+    else:
+        different = [k for k in wa if not torch.allclose(wa[k], wb[k], rtol=0.0, atol=atol)]
+    assert not different, f"{a} and {b} differ in {different}"
+
+
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    return sorted(int(p.name.split("-")[1]) for p in Path(run_dir).glob("checkpoint-*"))
+
+
+def leftovers(run_dir: Path) -> list[Path]:
+    """Temp dirs of interrupted saves (.tmp-, .old-, .trash-checkpoint-*)."""
+    return sorted(p for p in Path(run_dir).iterdir() if p.name.startswith((".tmp-", ".old-", ".trash-")))
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """Raise TimeoutError if the block runs longer than `seconds` (SIGALRM; main thread, POSIX)."""
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"still running after {seconds}s: hung")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
