@@ -22,7 +22,7 @@ from litebert.data.pretraining import (
     truncation_counts,
 )
 from litebert.data.store import build_store
-from litebert.errors import ConfigError, TrainingError
+from litebert.errors import ConfigError, CorpusError, TrainingError
 from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer
 
 # -- fixtures: an English store (30k-clean SentencePiece) and a Chinese one (albert_zh WordPiece) -------------------
@@ -367,8 +367,10 @@ def test_collate_pad_to(en):
         collate_pretraining(examples, pad_to=10)
 
 
-def test_dataset_config_errors(en):
+def test_dataset_config_errors(en, zh):
     store, _ = en
+    with pytest.raises(CorpusError, match="split 'validation' has no documents"):
+        PretrainingDataset(zh[0], split="validation")
     for kwargs in ({"objective": "mlm"}, {"max_seq_length": 4}, {"masked_lm_prob": 0}, {"seed": -1},
                    {"single_sentence": "x"}):
         with pytest.raises(ConfigError):
@@ -416,6 +418,11 @@ def test_sampler_resumes_mid_epoch_exactly():
     other_epoch = ResumableSampler(103, rank=1, world_size=3, seed=8)
     other_epoch.set_epoch(5)
     assert list(other_epoch) != full
+    resumed.load_state_dict(state)
+    resumed.set_epoch(4)  # a training loop re-entering the saved epoch keeps the saved position
+    assert list(resumed) == full[11:]
+    resumed.set_epoch(5)
+    assert len(resumed) == len(full) and list(resumed) == list(other_epoch)
     with pytest.raises(TrainingError, match="world_size"):
         ResumableSampler(103, rank=0, world_size=2, seed=8).load_state_dict(state)
 

@@ -60,6 +60,7 @@ def test_store_matches_tokenizer(corpus, en_tokenizer_dir, tmp_path, shared_data
     assert sorted(map(str, got)) == sorted(map(str, expected))  # every document exactly once, in one split
     assert 0 < store.num_documents("validation") < store.num_documents("train")
     assert store.tokenizer_fingerprint == tok.fingerprint()
+    assert store.sentence(3, split="validation").tolist() in [ids for d in expected for ids in d]
     assert store.dtype == np.dtype("<u2") and store.vocab_size == 30000
     meta = store.meta
     assert meta["tokenizer"]["mask_id"] == tok.mask_id and set(meta["tokenizer"]["special_ids"]) == tok.special_ids

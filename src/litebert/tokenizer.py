@@ -35,9 +35,6 @@ SPIECE_UNDERLINE = "▁"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 MODEL_MAX_LENGTH = 512
-# Punctuation that the official whole-word masking counts as a word of its own (create_pretraining_data.py).
-_ASCII_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
-_ENGLISH = set("abcdefghijklmnopqrstuvwxyz")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -567,10 +564,15 @@ class AlbertTokenizer(_TokenizerBase):
         return "".join(tokens).replace(SPIECE_UNDERLINE, " ").strip()
 
     def _is_word_start(self, piece: str) -> bool:
-        # Official create_pretraining_data._is_start_piece_sp: "▁"/"<" prefix, ASCII punctuation, or any char
-        # that is not an English letter or punctuation (digits, CJK, accented letters are words of their own).
-        return (piece.startswith((SPIECE_UNDERLINE, "<")) or piece in _ASCII_PUNCT
-                or not all(c.lower() in _ENGLISH or c in _ASCII_PUNCT for c in piece))
+        # A piece starts a word when SentencePiece put a "▁" (word boundary) in front of it, when it is all
+        # punctuation (as BERT's basic tokenizer splits punctuation off), or when it begins with a CJK character
+        # (each CJK character is a word, as in WordPiece). The official _is_start_piece_sp also calls every piece
+        # with a character outside a-z a word start, which turns whole-word masking into piece masking for
+        # digits ("▁12" "34") and non-Latin scripts; that defect is fixed here.
+        if not piece:
+            return True
+        return (piece.startswith(SPIECE_UNDERLINE) or all(_is_punctuation(c) for c in piece)
+                or bool(_CJK_RE.match(piece)))
 
     def settings(self) -> dict:
         return {"do_lower_case": self.do_lower_case, "keep_accents": self.keep_accents,
@@ -593,9 +595,14 @@ def _bert_clean(c: str) -> str:
     return " " if c in " \t\n\r" or unicodedata.category(c) == "Zs" else c
 
 
+def _is_punctuation(c: str) -> bool:
+    return unicodedata.category(c).startswith("P") or (c.isascii() and not c.isalnum() and not c.isspace())
+
+
 # CJK Unified Ideographs blocks, as BERT's _is_chinese_char lists them.
 _CJK = "\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f" \
        "\U0002b820-\U0002ceaf\uf900-\ufaff\U0002f800-\U0002fa1f"
+_CJK_RE = re.compile(f"[{_CJK}]")
 
 
 @cache

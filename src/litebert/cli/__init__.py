@@ -15,18 +15,28 @@ import sys
 from litebert.errors import LitebertError
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Which module registers each command, so a command imports only its own module (and `litebert data build`
+# never pays for torch). `litebert --help` imports them all.
+COMMANDS = {"params": "params", "tokenizer": "tokenizer", "data": "data", "pretrain": "pretrain",
+            "plot": "pretrain", "finetune": "finetune", "evaluate": "finetune", "predict": "finetune",
+            "fill-mask": "finetune", "convert": "convert", "export-onnx": "convert", "bench": "bench",
+            "ablate": "ablate", "demo": "demo"}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="litebert", description="ALBERT: pretrain, fine-tune, convert, serve.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        importlib.import_module(f"{__name__}.{info.name}").register(sub)
+    available = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
+    modules = [COMMANDS[command]] if command in COMMANDS else sorted(available)
+    for name in modules:
+        if name in available:
+            importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except LitebertError as exc:

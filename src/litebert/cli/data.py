@@ -29,6 +29,9 @@ def register(subparsers) -> None:
                        help="cut longer sentences at word starts (default 512)")
     build.add_argument("--min-doc-tokens", type=int, default=2, help="skip shorter documents (default 2)")
     build.add_argument("--min-doc-sentences", type=int, default=1, help="skip documents with fewer sentences")
+    build.add_argument("--max-doc-sentences", type=int, default=0,
+                       help="cut plain-text documents longer than this many sentences (0: never; for books with "
+                            "no blank lines)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing store")
     build.add_argument("--quiet", action="store_true", help="no progress line")
     build.set_defaults(func=_build)
@@ -51,6 +54,7 @@ def _build(args: argparse.Namespace) -> int:
         args.input, args.tokenizer, args.out, workers=args.workers, validation_fraction=args.validation_fraction,
         on_bad_utf8=args.on_bad_utf8, seed=args.seed, max_sentence_tokens=args.max_sentence_tokens,
         min_doc_tokens=args.min_doc_tokens, min_doc_sentences=args.min_doc_sentences, overwrite=args.overwrite,
+        max_doc_sentences=args.max_doc_sentences,
         progress=None if args.quiet else progress)
     seconds = time.perf_counter() - t0
     if not args.quiet:

@@ -168,7 +168,7 @@ class Chunk:
     kind: str
     texts: list[str]
     doc_ids: list[int]
-    num_bytes: int = 0
+    num_bytes: int = 0  # size of the text (characters), for chunk sizing and progress
 
 
 @dataclass
@@ -179,19 +179,25 @@ class ReadStats:
     documents: int = 0  # documents with at least one non-blank line / non-empty text
     bad_utf8_lines: int = 0  # replaced or skipped, per on_bad_utf8
     empty_records: int = 0  # JSONL records whose text is empty or blank
+    documents_cut: int = 0  # cuts made by max_doc_sentences
     file_info: list[dict] = field(default_factory=list)  # path, bytes, sha256 of the decompressed content
 
 
 class CorpusReader:
     """Streams a corpus as `Chunk`s; fills `stats` as it goes (complete once iteration ends)."""
 
-    def __init__(self, inputs, on_bad_utf8: str = "error", chunk_bytes: int = 1 << 20, text_field: str = "text"):
+    def __init__(self, inputs, on_bad_utf8: str = "error", chunk_bytes: int = 1 << 20, text_field: str = "text",
+                 max_doc_sentences: int = 0):
         if on_bad_utf8 not in BAD_UTF8_POLICIES:
             raise CorpusError(f"on_bad_utf8={on_bad_utf8!r}: use one of {', '.join(BAD_UTF8_POLICIES)}")
         self.files = expand_inputs(inputs)
         self.on_bad_utf8 = on_bad_utf8
         self.chunk_bytes = chunk_bytes
         self.text_field = text_field
+        # Plain-text documents longer than this many sentences are cut into pieces (0: never). Books given as one
+        # sentence per line with no blank lines are one document each; cutting them gives SOP/NSP pairs and a
+        # validation split by document something to work with.
+        self.max_doc_sentences = max_doc_sentences
         self.stats = ReadStats()
 
     # -- blocks of lines ----------------------------------------------------------------------------------------
@@ -244,6 +250,7 @@ class CorpusReader:
         """The corpus as chunks of about chunk_bytes of text (each chunk holds one kind of text)."""
         self.stats = ReadStats()
         self._doc_id = 0  # ordinal of the next document
+        self._doc_len = 0  # sentences in the open document
         chunk = None
         for path in self.files:
             kind = "documents" if is_jsonl(path) else "sentences"
@@ -259,6 +266,7 @@ class CorpusReader:
                 add(chunk, path, first_line, lines)
             if self._open_doc:  # the end of a file ends its last document
                 self._doc_id += 1
+                self._doc_len = 0
         if chunk is not None and chunk.texts:
             yield chunk
         self.stats.documents = self._doc_id
@@ -269,16 +277,27 @@ class CorpusReader:
         blanks = [i for i, line in enumerate(stripped) if not line]
         prev = 0
         for blank in blanks + [len(stripped)]:
-            sentences = stripped[prev:blank]
-            if sentences:
-                chunk.texts.extend(sentences)
-                chunk.doc_ids.extend([self._doc_id] * len(sentences))
-                chunk.num_bytes += sum(map(len, sentences)) + len(sentences)
-                self._open_doc = True
+            self._add_sentences(chunk, stripped[prev:blank])
             if blank < len(stripped) and self._open_doc:
                 self._doc_id += 1
+                self._doc_len = 0
                 self._open_doc = False
             prev = blank + 1
+
+    def _add_sentences(self, chunk: Chunk, sentences: list[str]) -> None:
+        while sentences:
+            room = self.max_doc_sentences - self._doc_len if self.max_doc_sentences else len(sentences)
+            if room <= 0:  # the open document is full: cut here
+                self._doc_id += 1
+                self._doc_len = 0
+                self.stats.documents_cut += 1
+                continue
+            take, sentences = sentences[:room], sentences[room:]
+            chunk.texts.extend(take)
+            chunk.doc_ids.extend([self._doc_id] * len(take))
+            chunk.num_bytes += sum(map(len, take)) + len(take)
+            self._doc_len += len(take)
+            self._open_doc = True
 
     def _add_jsonl(self, chunk: Chunk, path: Path, first_line: int, lines: list[str | None]) -> None:
         """One document per line, in the text field."""

@@ -228,7 +228,7 @@ class PretrainingDataset(Dataset):
         self.max_num_tokens = max_seq_length - specials
         self.masked_lm_prob, self.short_seq_prob = masked_lm_prob, short_seq_prob
         self.objective, self.single_sentence = objective, single_sentence
-        self.seed, self.epoch = seed, epoch
+        self.seed, self.epoch = seed, int(epoch)
         self.pvals = ngram_probabilities(ngram, favor_shorter_ngram)
         self.cls_id, self.sep_id, self.mask_id, self.pad_id = (store.token_id(k) for k in ("cls", "sep", "mask", "pad"))
         self.replacement_ids = np.setdiff1d(np.arange(store.vocab_size), sorted(store.special_ids))
@@ -264,7 +264,8 @@ class PretrainingDataset(Dataset):
     # -- one example -----------------------------------------------------------------------------------------------
     def example(self, index: int, *, epoch: int | None = None, swap: bool | None = None) -> dict:
         """Example `index` of `epoch` (default: the current one). swap=True/False forces the SOP swap coin
-        (every other random choice stays the same), for tests and inspection."""
+        (every other random choice stays the same), for tests and inspection; it has no effect on a
+        single-sentence chunk under single_sentence="random_document" (always a random B, label 1)."""
         epoch = self.epoch if epoch is None else int(epoch)
         chunks = self.chunk_index(epoch)
         if not 0 <= index < len(chunks):
@@ -424,7 +425,10 @@ class ResumableSampler(Sampler[int]):
         return max(0, self._total() - self.num_examples)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.position = int(epoch), 0
+        """Start epoch `epoch` from its beginning; the same epoch again keeps the position, so a loop that calls
+        set_epoch(e) after load_state_dict (or with start_index) resumes where it left off."""
+        if int(epoch) != self.epoch:
+            self.epoch, self.position = int(epoch), 0
 
     def global_order(self) -> np.ndarray:
         """[num_samples * world_size] the epoch's order before sharding, padding included."""

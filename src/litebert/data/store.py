@@ -153,8 +153,11 @@ def _ordered_map(fn, items: Iterable, workers: int, initargs: tuple, inflight: i
         return
     # forkserver: workers never inherit the parent's threads (torch/OpenMP) the way plain fork would.
     # ProcessPoolExecutor, not Pool: a worker that dies makes it raise, where Pool would respawn it forever.
+    # Workers still import the caller's __main__ module: keep heavy imports (torch) out of a script's top level.
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
+    if method == "forkserver":  # the server imports these once; each worker is forked from it ready to go
+        context.set_forkserver_preload(["litebert.data.store", "litebert.tokenizer"])
     try:
         with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init, initargs=initargs) as pool:
             pending: deque = deque()
@@ -361,6 +364,7 @@ def build_store(
     chunk_bytes: int = 1 << 20,
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
+    max_doc_sentences: int = 0,
 ) -> "TokenStore":
     """Tokenize `inputs` (files, folders, globs) into a token store at `out`; returns the opened store.
 
@@ -368,6 +372,8 @@ def build_store(
     tokenizer object (pickled to the workers). Documents with fewer than min_doc_tokens tokens or
     min_doc_sentences sentences are skipped (and counted): a pretraining pair needs at least one token per segment.
     Sentences longer than max_sentence_tokens are cut at word starts (a safety net for unpunctuated text).
+    Plain-text documents longer than max_doc_sentences sentences are cut into pieces (0: never; counted).
+    The store keeps a copy of its tokenizer in STORE/tokenizer/, so a store is self-contained.
     The build's report is in `store.stats` (also stats.json); `progress(bytes_done)` is called after each chunk.
     """
     if not 0.0 <= validation_fraction < 1.0:
@@ -377,7 +383,10 @@ def build_store(
     out = Path(out)
     if out.exists() and not overwrite:
         raise CorpusError(f"{out}: already exists (use --overwrite to replace it)")
-    reader = CorpusReader(inputs, on_bad_utf8=on_bad_utf8, chunk_bytes=chunk_bytes)
+    if max_doc_sentences < 0:
+        raise CorpusError(f"max_doc_sentences={max_doc_sentences}: must be >= 0 (0: never cut)")
+    reader = CorpusReader(inputs, on_bad_utf8=on_bad_utf8, chunk_bytes=chunk_bytes,
+                          max_doc_sentences=max_doc_sentences)
     tok = tokenizer
     if isinstance(tokenizer, (str, os.PathLike)):
         from litebert.tokenizer import load_tokenizer
@@ -421,10 +430,11 @@ def build_store(
                 "inputs": reader.stats.file_info, "seed": seed, "validation_fraction": validation_fraction,
                 "on_bad_utf8": on_bad_utf8, "max_sentence_tokens": max_sentence_tokens,
                 "min_doc_tokens": min_doc_tokens, "min_doc_sentences": min_doc_sentences,
-                "shard_tokens": shard_tokens,
+                "shard_tokens": shard_tokens, "max_doc_sentences": max_doc_sentences,
             },
             "splits": splits,
         }
+        tok.save_pretrained(tmp / "tokenizer")
         _write_json(tmp / "stats.json", stats)
         _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
         _fsync_dir(tmp)
@@ -462,6 +472,8 @@ def _build_stats(reader: CorpusReader, writer: _StoreWriter, splits: dict, on_ba
         "changed": {
             "long_sentences_cut": {"count": writer.long_sentences,
                                    "why": "sentence longer than max_sentence_tokens, cut at word starts"},
+            "long_documents_cut": {"count": reader.stats.documents_cut,
+                                   "why": "plain-text document longer than max_doc_sentences, cut into pieces"},
         },
     }
 
@@ -593,9 +605,6 @@ class StoreSplit:
         maps, t0, t1 = self._locate(start, start + 1 if end is None else end)
         packed = maps[_WORD_STARTS][t0 >> 3 : (t1 + 7) >> 3]
         return np.unpackbits(packed)[t0 & 7 : (t0 & 7) + t1 - t0].astype(bool)
-
-    def sentence(self, index: int) -> np.ndarray:
-        return self.tokens(index)
 
     def document(self, index: int) -> list[np.ndarray]:
         """The sentences (token id arrays) of document `index`."""

@@ -1,0 +1,132 @@
+"""Promise 2: resume is exact.
+
+Same world size: a run stopped (SIGKILL) at several points and resumed with `--resume auto` gives bit-identical
+per-step losses, weights, optimizer state and data position to a run straight through, with 2 DataLoader workers,
+across an epoch boundary (epoch 0 ends inside step 11, between the two micro-batches of that step).
+
+Another world size: a 1-process run resumed by 2 processes deals the rest of the epoch's global sample order
+among the new ranks, so no example is skipped or repeated within the epoch. Checked two ways: end to end (each
+resumed step holds the same examples as the 1-process step, so the losses agree within fp32 rounding), and as a
+property of the re-sharding for any world sizes, micro-batch sizes and stopping points.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import EPOCH_RUN, assert_same_weights, losses, pretrain_args, run_litebert
+from litebert.checkpoint import load_state
+from litebert.data.pretraining import ResumableSampler
+from litebert.pretrain import consumed_positions, reshard_indices
+
+
+def test_stop_and_resume_is_bitwise_exact(tiny_data, reference_runs, tmp_path):
+    reference, run = reference_runs["epochs"], tmp_path / "run"
+    args = pretrain_args(tiny_data, run, **EPOCH_RUN)
+    # Checkpoints every 3 steps. Killed at the start of step 5 (resumes from 3: mid-epoch), of step 11 (from 9:
+    # step 11 takes the last micro-batch of epoch 0 and the first of epoch 1) and of step 14 (from 12: in epoch 1).
+    for kill, resumed in ((4, None), (10, 3), (13, 9)):
+        proc = run_litebert(args, fault=f"kill:{kill}")
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+        if resumed is not None:
+            assert f"resumed from {run / f'checkpoint-{resumed}'} at step {resumed}" in proc.stderr
+    proc = run_litebert(args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"resumed from {run / 'checkpoint-12'} at step 12" in proc.stderr
+
+    assert load_state(run / "checkpoint-12" / "trainer_state.pt")["data"]["epoch"] == 1  # crossed the boundary
+    assert losses(run) == losses(reference)
+    for key in ("mlm_acc", "sop_acc", "grad_norm", "lr"):
+        assert losses(run, key) == losses(reference, key)
+    for step in (12, 14):
+        assert_same_weights(run / f"checkpoint-{step}", reference / f"checkpoint-{step}")
+        ours = load_state(run / f"checkpoint-{step}" / "trainer_state.pt")
+        theirs = load_state(reference / f"checkpoint-{step}" / "trainer_state.pt")
+        assert ours["data"] == theirs["data"] and ours["scheduler"] == theirs["scheduler"]
+        for a, b in zip(ours["optimizer"]["state"].values(), theirs["optimizer"]["state"].values(), strict=True):
+            assert all(torch.equal(a[k], b[k]) for k in a)
+        assert all(torch.equal(a, b) for a, b in zip(ours["rng"], theirs["rng"], strict=True))
+
+
+def test_resume_on_another_world_size_continues_the_epoch(tiny_data, reference_runs, tmp_path):
+    """1 process to step 4, then 2 processes to step 8 (all inside epoch 0): every later step sees the examples
+    the 1-process run saw, so the losses and weights agree with it within fp32 rounding (1e-5)."""
+    single, run = reference_runs["single"], tmp_path / "run"
+    run.mkdir()
+    shutil.copytree(single / "checkpoint-4", run / "checkpoint-4")
+    shutil.copy(single / "metrics.jsonl", run / "metrics.jsonl")  # resume cuts it back to step 4
+    proc = run_litebert(pretrain_args(tiny_data, run), nproc=2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"resumed from {run / 'checkpoint-4'} at step 4" in proc.stderr
+
+    state = load_state(run / "checkpoint-8" / "trainer_state.pt")
+    assert state["world_size"] == 2
+    assert state["data"]["epoch"] == 0 and state["data"]["offset"] == 4 * 16  # 4 steps of 16 examples were done
+    ours, theirs = losses(run), losses(single)
+    assert ours[:4] == theirs[:4]
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(losses(run, "sop_acc"), losses(single, "sop_acc"), rtol=0, atol=1e-12)
+    assert_same_weights(run / "checkpoint-8", single / "checkpoint-8", atol=1e-5)
+
+
+def shard_epoch(n: int, seed: int, epoch: int, world: int, micro: int) -> list[np.ndarray]:
+    """What each rank's DataLoader yields in a whole epoch from the start (ResumableSampler + drop_last)."""
+    out = []
+    for rank in range(world):
+        sampler = ResumableSampler(n, rank=rank, world_size=world, seed=seed, shuffle=True, drop_last=True)
+        sampler.set_epoch(epoch)
+        idx = sampler.indices()
+        out.append(idx[: len(idx) // micro * micro])
+    return out
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(n=st.integers(1, 400), seed=st.integers(0, 2**31), epoch=st.integers(0, 5),
+       worlds=st.lists(st.integers(1, 8), min_size=2, max_size=4), micros=st.lists(st.integers(1, 16), min_size=4,
+       max_size=4), stops=st.lists(st.floats(0, 1), min_size=3, max_size=3))
+def test_resharding_never_skips_or_repeats_within_an_epoch(fuzz_count, n, seed, epoch, worlds, micros, stops):
+    """An epoch consumed under a chain of (world size, micro-batch size) changes, each stop at a random point,
+    with the data state carried as resume_from carries it: no example twice, and the ones never seen are
+    only the drop_last tail of the last sharding (fewer than one global micro-batch)."""
+    fuzz_count("resharding")
+    seen: list[int] = []
+    data = {"phase": 0, "epoch": epoch, "position": 0, "offset": 0}
+    for i, world in enumerate(worlds):
+        micro = micros[i]
+        if data["offset"] == 0 and data["position"] == 0:
+            shards = shard_epoch(n, seed, epoch, world, micro)
+        else:
+            shards = [np.asarray(reshard_indices(n, seed, epoch, data["offset"], r, world)) for r in range(world)]
+            shards = [s[: len(s) // micro * micro] for s in shards]
+        steps = len(shards[0]) // micro  # micro-batches per rank in the rest of the epoch
+        assert all(len(s) == steps * micro for s in shards)  # every rank as many: they stay in step
+        last = i == len(worlds) - 1
+        taken = steps if last else int(stops[i] * steps)
+        for p in range(taken):  # the ranks take micro-batches in lockstep
+            for s in shards:
+                seen.extend(s[p * micro:(p + 1) * micro].tolist())
+        data = {**data, "offset": consumed_positions({**data, "position": taken}, micro, world), "position": 0}
+    assert len(seen) == len(set(seen)), "an example was used twice in one epoch"
+    whole = ResumableSampler(n, seed=seed, shuffle=True, drop_last=True)
+    whole.set_epoch(epoch)
+    order = whole.global_order().tolist()
+    assert seen == order[: len(seen)], "the epoch was not consumed in its global order"
+    assert n - len(seen) < worlds[-1] * micros[len(worlds) - 1] + worlds[-1]  # only the drop_last tail is left
+
+
+@pytest.mark.xfail(strict=True, reason="dropout draws from torch's global RNG, which pretrain() also uses for its "
+                   "calibration GEMM and the DataLoader for its base seed after a resume (reported to the lead)")
+def test_stop_and_resume_is_exact_with_dropout(tiny_data, tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    opts = dict(dropout=0.1, steps=4)
+    assert run_litebert(pretrain_args(tiny_data, straight, **opts)).returncode == 0
+    assert run_litebert(pretrain_args(tiny_data, resumed, **opts), fault="kill:3").returncode == -signal.SIGKILL
+    assert run_litebert(pretrain_args(tiny_data, resumed, **opts)).returncode == 0
+    assert losses(resumed) == losses(straight)
