@@ -69,6 +69,14 @@ class AblateConfig:
     finetune_train_examples: int = 2000
     finetune_steps: int = 300
     precision: str = "auto"
+    hidden_size: int = BASE["hidden_size"]  # the base model's H (heads of 64, FFN 4H)
+    num_layers: int = BASE["num_hidden_layers"]
+
+    @property
+    def base(self) -> dict[str, Any]:
+        H = self.hidden_size
+        return {**BASE, "hidden_size": H, "num_attention_heads": max(1, H // 64), "intermediate_size": 4 * H,
+                "num_hidden_layers": self.num_layers, "embedding_size": min(BASE["embedding_size"], H)}
 
 
 def prepare_data(cfg: AblateConfig) -> Path:
@@ -80,7 +88,8 @@ def prepare_data(cfg: AblateConfig) -> Path:
         return data
     data.mkdir(parents=True, exist_ok=True)
     train_sentencepiece(cfg.corpus, data / "tokenizer", vocab_size=cfg.vocab_size)
-    build_store(cfg.corpus, data / "tokenizer", data / "store", workers=2, validation_fraction=0.02, overwrite=True)
+    build_store(cfg.corpus, data / "tokenizer", data / "store", workers=2, validation_fraction=0.05, overwrite=True,
+                max_doc_sentences=50)
     TokenStore.open(data / "store")
     return data
 
@@ -88,7 +97,7 @@ def prepare_data(cfg: AblateConfig) -> Path:
 def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Variant, steps: int):
     from litebert.pretrain import PretrainConfig
 
-    config = AlbertConfig(vocab_size=cfg.vocab_size, **{**BASE, **variant.model})
+    config = AlbertConfig(vocab_size=cfg.vocab_size, **{**cfg.base, **variant.model})
     run_dir.mkdir(parents=True, exist_ok=True)
     config.to_json(run_dir / "model_config.json")
     train = dict(model=str(run_dir / "model_config.json"), data=str(data / "store"), tokenizer=str(data / "tokenizer"),
@@ -104,7 +113,7 @@ def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
     from litebert.pretrain import pretrain
 
     probe = Path(cfg.out) / "_probe"
-    variant = suite_variants(cfg.suite)[0]
+    variant = suite_variants(cfg.suite, cfg.hidden_size)[0]
     pc = dataclasses.replace(pretrain_config(cfg, data, probe, variant, steps=6), log_every=1, save_every=1000,
                              eval_batches=1, resume="none")
     t0 = time.perf_counter()
@@ -214,7 +223,7 @@ def ablate(cfg: AblateConfig) -> Path:
         data = prepare_data(cfg)
         steps = cfg.steps or steps_for_budget(cfg, data)
         print(f"ablate {cfg.suite}: {steps} pretraining steps per variant", file=sys.stderr)
-        results = [run_variant(cfg, data, v, steps) for v in suite_variants(cfg.suite)]
+        results = [run_variant(cfg, data, v, steps) for v in suite_variants(cfg.suite, cfg.hidden_size)]
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     write_report(cfg, results, out)
     return out / "results.md"
@@ -242,7 +251,7 @@ def format_table(results: list[dict[str, Any]]) -> str:
 def write_report(cfg: AblateConfig, results: list[dict[str, Any]], out: Path) -> None:
     command = "litebert ablate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["ablate"] else f"ablate({cfg})"
     text = [f"# Ablation suite: {cfg.suite}", "", f"Command: `{command}`", "",
-            f"Base model: {BASE}, vocab {cfg.vocab_size}, seq {cfg.max_seq_length}, batch {cfg.batch_size}, "
+            f"Base model: {cfg.base}, vocab {cfg.vocab_size}, seq {cfg.max_seq_length}, batch {cfg.batch_size}, "
             f"lr {cfg.lr} (LAMB), every variant the same steps and seed.", "", format_table(results), ""]
     plots = write_plots(results, out)
     text += [f"![{p.stem}]({p.name})" for p in plots]

@@ -18,6 +18,8 @@ def register(sub) -> None:
     p.add_argument("--finetune-train-examples", type=int, default=2000)
     p.add_argument("--finetune-steps", type=int, default=300)
     p.add_argument("--precision", default="auto")
+    p.add_argument("--hidden-size", type=int, default=256, help="H of the base model (heads of 64, FFN 4H)")
+    p.add_argument("--layers", type=int, default=6, help="layers of the base model")
     p.set_defaults(func=run)
 
 
@@ -31,6 +33,6 @@ def run(args) -> int:
                        budget_minutes=args.budget_minutes, seeds=args.seeds, vocab_size=args.vocab_size,
                        max_seq_length=args.max_seq_length, batch_size=args.batch_size, lr=args.lr, glue=args.glue,
                        finetune_train_examples=args.finetune_train_examples, finetune_steps=args.finetune_steps,
-                       precision=args.precision)
+                       precision=args.precision, hidden_size=args.hidden_size, num_layers=args.layers)
     print(ablate(cfg))
     return 0
