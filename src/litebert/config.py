@@ -95,6 +95,9 @@ class AlbertConfig:
                               f"hidden_size {self.hidden_size}")
         if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
             raise ConfigError(f"config field 'problem_type' is {self.problem_type!r}; expected one of {PROBLEM_TYPES}")
+        if self.label_names is not None and not (isinstance(self.label_names, (list, tuple))
+                                                 and all(isinstance(n, str) for n in self.label_names)):
+            raise ConfigError(f"config field 'label_names' must be a list of strings, got {self.label_names!r}")
         if self.label_names is not None and len(self.label_names) != self.num_labels:
             raise ConfigError(f"config: {len(self.label_names)} label_names for num_labels {self.num_labels}")
         if self.pad_token_id < 0 or self.pad_token_id >= self.vocab_size:
@@ -163,6 +166,8 @@ class AlbertConfig:
     @classmethod
     def from_official_dict(cls, data: dict[str, Any], source: str = "albert_config.json") -> "AlbertConfig":
         act = data.get("hidden_act", "gelu")
+        if not isinstance(act, str):
+            raise ConfigError(f"{source}: config field 'hidden_act' must be a string, got {act!r}")
         act = {"gelu": "gelu_new"}.get(act, act)  # official "gelu" is the tanh approximation
         fields = {name: data[name] for name in _OFFICIAL_FIELDS if name in data}
         missing = [name for name in ("vocab_size", "hidden_size") if name not in data]
@@ -190,7 +195,12 @@ class AlbertConfig:
     def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> "AlbertConfig":
         fields = {name: data[name] for name in _OFFICIAL_FIELDS + _HF_EXTRA_FIELDS if name in data}
         if "id2label" in data and isinstance(data["id2label"], dict):
-            labels = [data["id2label"][k] for k in sorted(data["id2label"], key=int)]
+            try:
+                keys = sorted(data["id2label"], key=int)
+            except ValueError:
+                raise ConfigError(f"{source}: config field 'id2label' must map label ids (integers) to names, "
+                                  f"got keys {sorted(data['id2label'])[:5]}") from None
+            labels = [data["id2label"][k] for k in keys]
             fields["num_labels"] = len(labels)
             if labels != [f"LABEL_{i}" for i in range(len(labels))]:
                 fields["label_names"] = labels
@@ -235,6 +245,10 @@ def _read_json(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: config file not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply to read") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object at the top level")
     return data
@@ -265,9 +279,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "albert-xxlarge-v2": _albert(4096, 12, 64, v2=True),
     "bert-base": _bert(768, 12, 12),
     "bert-large": _bert(1024, 24, 16),
-    # Small enough to pretrain for a few minutes on a laptop CPU (the shape of brightmart's albert_tiny).
-    "albert-tiny": dict(vocab_size=30000, embedding_size=128, hidden_size=312, num_hidden_layers=4,
-                        num_attention_heads=12, intermediate_size=1248, hidden_act="gelu_new"),
+    # Small enough to pretrain in a few minutes on a laptop CPU: the demo's model, and the tests'.
+    "albert-tiny": dict(vocab_size=30000, embedding_size=64, hidden_size=128, num_hidden_layers=4,
+                        num_attention_heads=2, intermediate_size=512, hidden_act="gelu_new"),
 }
 PRESETS["albert-base"] = PRESETS["albert-base-v2"]
 PRESETS["albert-large"] = PRESETS["albert-large-v2"]
