@@ -260,7 +260,9 @@ def _hf_config(official: dict, cfg_name: str, shapes: dict[str, tuple[int, ...]]
             f"{cfg_name}: ln_type {official['ln_type']!r}: a pre-LayerNorm transformer (albert_zh modeling_preln.py) "
             "cannot be expressed by ALBERT, whose layers are post-LayerNorm"
         )
-    word = shapes.get("bert/embeddings/word_embeddings", (official.get("vocab_size", 0), 128))
+    word = tuple(shapes.get("bert/embeddings/word_embeddings", (official.get("vocab_size", 0), 128)))
+    if len(word) != 2:
+        raise ConversionError(f"bert/embeddings/word_embeddings has shape {list(word)}; expected [vocab, E]")
     pos = shapes.get("bert/embeddings/position_embeddings", (512, 0))
     typ = shapes.get("bert/embeddings/token_type_embeddings", (2, 0))
     cfg = {
@@ -518,7 +520,9 @@ def _checked_state(
                 f"shape mismatch: TF {name} {list(tf_shape)} -> HF {hf} {list(arr.shape)}; the config "
                 f"({cfg_name}) expects HF {list(want)}, i.e. TF {list(tf_want)}"
             )
-        state[hf] = torch.from_numpy(np.ascontiguousarray(arr))
+        if not np.issubdtype(arr.dtype, np.floating):
+            raise ConversionError(f"{name}: dtype {arr.dtype} where a floating-point weight ({hf}) is expected")
+        state[hf] = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
         report.mapped.append((name, hf, tuple(arr.shape)))
     return state
 

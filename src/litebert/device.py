@@ -68,8 +68,9 @@ def measure_peak_flops(device: torch.device, precision: str, m: int, k: int, n: 
     """FLOP/s of one [m, k] x [k, n] matmul in the run's precision: the model's own FFN shape, so MFU says how
     close the whole training step gets to what this machine does on its biggest GEMM."""
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    a = torch.randn(m, k, device=device, dtype=dtype)
-    b = torch.randn(k, n, device=device, dtype=dtype)
+    # Constant operands: the timing needs no randomness, and the global RNG (dropout's) stays untouched.
+    a = torch.full((m, k), 0.5, device=device, dtype=dtype)
+    b = torch.full((k, n), 0.25, device=device, dtype=dtype)
     for _ in range(3):
         a @ b
     synchronize(device)

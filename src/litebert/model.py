@@ -42,9 +42,21 @@ class AlbertOutput:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """The official "gelu": 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3).
+
+    Under torch.compile it is written x * sigmoid(2z), the same function (equal to ~1e-7 in fp32): inductor fuses
+    that into one loop with a fast exp, 2.6x faster forward + backward than its tanh on CPU (the FFN activation is
+    ~15% of an ALBERT-base step). Eager keeps ATen's single fused kernel, which beats the five-op composite.
+    """
+    if torch.compiler.is_compiling():
+        return x * torch.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))  # 1.59... = 2 sqrt(2/pi)
+    return F.gelu(x, approximate="tanh")
+
+
 def activation(name: str):
     return {
-        "gelu_new": lambda x: F.gelu(x, approximate="tanh"),  # the official "gelu"
+        "gelu_new": gelu_tanh,  # the official "gelu"
         "gelu": F.gelu,
         "relu": F.relu,
         "tanh": torch.tanh,

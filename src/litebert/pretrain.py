@@ -104,10 +104,23 @@ class PretrainConfig:
             (self.log_every >= 1 and self.save_every >= 1, "log_every/save_every", "must be >= 1"),
             (self.warmup_steps is None or 0 <= self.warmup_steps <= self.steps, "warmup_steps",
              "must be in [0, steps]"),
+            (self.weight_decay >= 0, "weight_decay", "must be >= 0"),
+            (self.num_workers >= 0, "num_workers", "must be >= 0 (0: load data in the training process)"),
+            (self.threads is None or self.threads >= 1, "threads", "must be >= 1"),
+            (self.seed >= 0, "seed", "must be >= 0"),
+            (self.eval_batches >= 1, "eval_batches", "must be >= 1"),
+            (self.eval_every >= 0, "eval_every", "must be >= 0 (0: only at the end)"),
+            (bool(self.resume), "resume", "must be auto, none or a checkpoint directory"),
         ]
         for ok, name, why in checks:
             if not ok:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name.split('/')[0], '')}: {why}")
+        if self.device is not None:
+            try:
+                torch.device(self.device)
+            except RuntimeError:
+                raise ConfigError(f"--device {self.device!r}: not a device torch knows (e.g. cpu, cuda, cuda:1, "
+                                  "mps)") from None
         parse_phases(self.phases, self.max_seq_length)  # validates
 
     @property
@@ -159,7 +172,12 @@ def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        # torchrun shares its rendezvous store with the workers; keys of a failed attempt linger there, and a
+        # restarted worker can read a dead peer's address (pytorch/pytorch#135712). A prefix per attempt.
+        store, rank, world = next(dist.rendezvous("env://"))
+        store = dist.PrefixStore(f"litebert/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
+                                world_size=world)
     return Dist(rank, world, local_rank), device
 
 
@@ -204,13 +222,19 @@ class BatchStream:
                                    shuffle=True, drop_last=True)
         sampler.set_epoch(s["epoch"])
         sampler.position = s["position"] * cfg.micro_batch_size  # resume inside the epoch
-        if s.get("offset", 0):  # resumed with another sharding: deal the rest of this epoch's order anew
+        if sampler.position >= sampler.num_samples:  # saved at the very end of the epoch: nothing is left of it
+            sampler = []  # (a ResumableSampler at its end would start the epoch over)
+        elif s.get("offset", 0):  # resumed with another sharding: deal the rest of this epoch's order anew
             sampler = reshard_indices(len(dataset), cfg.seed, s["epoch"], s["offset"], self.d.rank, self.d.world,
                                       sampler.position)
         # Pad to the phase's full length: static shapes (compile-friendly); ALBERT's pairs fill it anyway.
         collate = functools.partial(collate_pretraining, pad_to=self.phases[s["phase"]][1],
                                     pad_id=self.store.token_id("pad"))
+        # Its own generator: the DataLoader draws a base seed per iterator, which must not consume the global
+        # RNG that dropout uses (or a resumed run would drop out differently).
+        loader_rng = torch.Generator().manual_seed(cfg.seed * 1_000_003 + s["epoch"])
         loader = torch.utils.data.DataLoader(dataset, batch_size=cfg.micro_batch_size, sampler=sampler,
+                                             generator=loader_rng,
                                              drop_last=True, num_workers=cfg.num_workers, collate_fn=collate)
         self._iter = iter(loader)
 
@@ -388,6 +412,10 @@ def resume_from(run: Run) -> None:
                if not isinstance(state, dict) or k not in state]
     if missing:
         raise CheckpointError(f"{state_file}: not a litebert pretraining state (missing {missing})")
+    saved_optimizer = state.get("optimizer_name", cfg.optimizer)
+    if saved_optimizer != cfg.optimizer:
+        raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
+                              f"{cfg.optimizer}; resume with --optimizer {saved_optimizer} or use a new --out")
     _, _, weights, _ = read_model_state(ckpt)
     check_state_dict(run.raw_model.state_dict(), weights, ckpt / "model.safetensors")
     run.raw_model.load_state_dict(weights, strict=True)
@@ -478,11 +506,11 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     if finite.item() < 1.0:
         run.nan_skipped += 1
         if run.cfg.nan_policy == "error":
-            raise TrainingError(f"step {run.step}: non-finite loss or gradient (loss {sums[0] + sums[2]:.4g}, "
+            raise TrainingError(f"step {run.step + 1}: non-finite loss or gradient (loss {sums[0] + sums[2]:.4g}, "
                                 f"grad norm {grad_norm.item():.4g}); the last checkpoint is intact. Use "
                                 "--nan-policy skip to skip such steps")
         if run.nan_skipped > run.cfg.nan_budget:
-            raise TrainingError(f"step {run.step}: {run.nan_skipped} non-finite steps skipped, over the budget "
+            raise TrainingError(f"step {run.step + 1}: {run.nan_skipped} non-finite steps skipped, over the budget "
                                 f"--nan-budget {run.cfg.nan_budget}")
         skipped = True  # the update is not applied; the schedule and the data move on
     else:
@@ -510,7 +538,7 @@ def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = No
     if parts[0] != kind or int(parts[1]) != step or (len(parts) > 2 and int(parts[2]) != rank):
         return
     if kind == "nan_loss" and loss is not None:
-        loss.data.fill_(float("nan"))
+        loss.mul_(float("nan"))  # recorded by autograd, so the gradients turn NaN too (as with a real overflow)
     elif kind == "kill":
         marker = os.environ.get("LITEBERT_FAULT_ONCE")
         if marker:  # kill only on the first attempt (torchrun restarts the worker)
@@ -550,7 +578,9 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
     dataset = PretrainingDataset(store, split="validation", max_seq_length=max_seq_length,
                                  max_predictions_per_seq=cfg.max_predictions_per_seq,
                                  masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
-                                 ngram=cfg.ngram, objective=objective, seed=seed)
+                                 ngram=cfg.ngram, objective=objective, seed=seed,
+                                 # every pair from one document, swapped (or replaced) with p = 0.5: chance is 50%
+                                 single_sentence="split")
     dataset.set_epoch(0)
     n = min(len(dataset), batches * batch_size)
     totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
@@ -584,7 +614,7 @@ def save(run: Run) -> Path | None:
         state = {"step": run.step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
                  "scaler": run.scaler.state_dict(), "data": run.stream.state_dict(), "rng": rng,
                  "world_size": d.world, "micro_batch_size": run.cfg.micro_batch_size,
-                 "nan_skipped": run.nan_skipped}
+                 "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped}
         writers = dict(model_files(run.raw_model))
         for f in sorted(run.tokenizer_dir.iterdir()):
             if f.is_file():

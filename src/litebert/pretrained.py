@@ -36,6 +36,12 @@ def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:
         raise CheckpointError(f"{config_path}: not found; is {path} a model directory?") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{config_path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise CheckpointError(f"{config_path}: JSON nested too deeply to read") from None
+    except OSError as exc:
+        raise CheckpointError(f"{config_path}: cannot read ({exc.strerror or exc})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{config_path}: expected a JSON object, got {type(data).__name__}")
     if data.get("model_type") == "albert":
         return AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
     if data.get("format") == "litebert":
@@ -129,11 +135,18 @@ def read_model_state(path: str | Path) -> tuple[AlbertConfig, str, dict[str, tor
     config, fmt = read_model_config(path)
     weights_file = path / WEIGHTS_NAME
     tensors = load_tensors(weights_file)
+    not_float = [f"{name} ({t.dtype})" for name, t in tensors.items() if not t.is_floating_point()]
+    if not_float:
+        raise CheckpointError(f"{weights_file}: weights must be floating point; got {', '.join(not_float[:5])}"
+                              + (f" and {len(not_float) - 5} more" if len(not_float) > 5 else ""))
     if fmt == "litebert":
         return config, fmt, tensors, []
-    if config.embedding_size == config.hidden_size and config.embedding_projection is None:
-        config = config.replace(embedding_projection=needs_projection(tensors, config))
-    state, ignored = hf_to_ours(tensors, config, source=str(weights_file))
+    try:
+        if config.embedding_size == config.hidden_size and config.embedding_projection is None:
+            config = config.replace(embedding_projection=needs_projection(tensors, config))
+        state, ignored = hf_to_ours(tensors, config, source=str(weights_file))
+    except (RuntimeError, ValueError, IndexError) as exc:  # e.g. fused q/k/v parts of different shapes
+        raise CheckpointError(f"{weights_file}: tensors do not fit {CONFIG_NAME} ({exc})") from None
     return config, fmt, state, ignored
 
 

@@ -247,14 +247,21 @@ class TensorEntry:
         return _UNSUPPORTED_DTYPES.get(self.dtype, f"dtype enum {self.dtype}")
 
 
+def _typed(field: int, value: int | bytes, kind: type) -> int | bytes:
+    """A field's value, checked to have the wire type the message definition gives it (a corrupt index may not)."""
+    if not isinstance(value, kind):
+        raise _Corrupt(f"protobuf field {field} has the wrong wire type")
+    return value
+
+
 def _parse_shape(buf: bytes) -> tuple[int, ...]:
     dims = []
     for field, _, value in _proto_fields(buf):
         if field == 2:  # Dim {int64 size = 1; string name = 2}
             size = 0
-            for dfield, _, dvalue in _proto_fields(value):
+            for dfield, _, dvalue in _proto_fields(_typed(field, value, bytes)):
                 if dfield == 1:
-                    size = _signed64(dvalue)
+                    size = _signed64(_typed(dfield, dvalue, int))
             dims.append(size)
         elif field == 3 and value:
             raise _Corrupt("tensor shape has unknown rank")
@@ -265,17 +272,17 @@ def _parse_entry(name: str, buf: bytes) -> TensorEntry:
     dtype, shape, shard, offset, size, crc, slices = 0, (), 0, 0, 0, None, 0
     for field, _, value in _proto_fields(buf):
         if field == 1:
-            dtype = value
+            dtype = _typed(field, value, int)
         elif field == 2:
-            shape = _parse_shape(value)
+            shape = _parse_shape(_typed(field, value, bytes))
         elif field == 3:
-            shard = value
+            shard = _typed(field, value, int)
         elif field == 4:
-            offset = _signed64(value)
+            offset = _signed64(_typed(field, value, int))
         elif field == 5:
-            size = _signed64(value)
+            size = _signed64(_typed(field, value, int))
         elif field == 6:
-            crc = value
+            crc = _typed(field, value, int)
         elif field == 7:
             slices += 1
     return TensorEntry(name, dtype, shape, shard, offset, size, crc, slices)
@@ -285,15 +292,15 @@ def _parse_header(buf: bytes) -> BundleHeader:
     num_shards, endianness, producer, min_consumer = 1, 0, 0, 0
     for field, _, value in _proto_fields(buf):
         if field == 1:
-            num_shards = value
+            num_shards = _typed(field, value, int)
         elif field == 2:
-            endianness = value
+            endianness = _typed(field, value, int)
         elif field == 3:  # VersionDef {int32 producer = 1; int32 min_consumer = 2; ...}
-            for vfield, _, vvalue in _proto_fields(value):
+            for vfield, _, vvalue in _proto_fields(_typed(field, value, bytes)):
                 if vfield == 1:
-                    producer = vvalue
+                    producer = _typed(vfield, vvalue, int)
                 elif vfield == 2:
-                    min_consumer = vvalue
+                    min_consumer = _typed(vfield, vvalue, int)
     return BundleHeader(num_shards, "big" if endianness == 1 else "little", producer, min_consumer)
 
 
@@ -496,11 +503,19 @@ class CheckpointReader:
         if name in self.unreadable:
             raise CheckpointError(f"{self.index_path}: cannot read tensor {name!r}: {self.unreadable[name]}")
         shard_file = _shard_path(self.prefix, entry.shard_id, self.header.num_shards)
-        with open(shard_file, "rb") as f:
-            f.seek(entry.offset)
-            raw = f.read(entry.size)
         where = f"{shard_file}: tensor {name!r} (offset {entry.offset}, {entry.size} bytes)"
-        if entry.offset < 0 or len(raw) != entry.size:
+        if entry.offset < 0 or entry.size < 0:
+            raise CheckpointError(f"{where}: negative offset or size in the index {self.index_path}; it is corrupt")
+        try:
+            file_size = shard_file.stat().st_size
+            if entry.offset + entry.size > file_size:  # checked before reading: a corrupt size could be huge
+                raise CheckpointError(f"{where}: the file has only {file_size} bytes; the data file is truncated")
+            with open(shard_file, "rb") as f:
+                f.seek(entry.offset)
+                raw = f.read(entry.size)
+        except OSError as e:
+            raise CheckpointError(f"{where}: cannot read ({e.strerror or e})") from None
+        if len(raw) != entry.size:
             raise CheckpointError(f"{where}: file ends after {len(raw)} of its bytes; the data file is truncated")
         if self.verify and entry.crc32c is not None and unmask_crc(entry.crc32c) != crc32c(raw):
             raise CheckpointError(
@@ -516,6 +531,8 @@ class CheckpointReader:
 
 
 def _decode_array(entry: TensorEntry, raw: bytes, endianness: str) -> np.ndarray:
+    if any(d < 0 for d in entry.shape):
+        raise _Corrupt(f"negative dimension in shape {list(entry.shape)}")
     count = math.prod(entry.shape)
     if entry.dtype == DT_STRING:
         return _decode_strings(raw, count).reshape(entry.shape)

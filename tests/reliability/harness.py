@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 TINY_MODEL = {"format": "litebert", "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
@@ -40,9 +41,9 @@ def write_pydoc_corpus(path: Path, max_documents: int | None = None) -> int:
     return len(docs)
 
 
-def config_args(data, out: Path, **overrides) -> dict:
-    """PretrainConfig fields of the tiny setup; `data` is the tiny_data fixture (store, tokenizer, model)."""
-    store, tokenizer, model = data
+def config_args(tiny, out: Path, **overrides) -> dict:
+    """PretrainConfig fields of the tiny setup; `tiny` is the tiny_data fixture (store, tokenizer, model)."""
+    store, tokenizer, model = tiny
     opts = dict(model=str(model), data=str(store), tokenizer=str(tokenizer), out=str(out), max_seq_length=32,
                 max_predictions_per_seq=5, batch_size=16, micro_batch_size=8, steps=8, warmup_steps=1, lr=2e-3,
                 save_every=2, keep=50, log_every=1, eval_batches=1, precision="fp32", threads=1, seed=0)
@@ -50,9 +51,9 @@ def config_args(data, out: Path, **overrides) -> dict:
     return opts
 
 
-def pretrain_args(data, out: Path, **overrides) -> list[str]:
+def pretrain_args(tiny, out: Path, **overrides) -> list[str]:
     """`litebert pretrain` arguments for the tiny setup; overrides use the config field names."""
-    return ["pretrain"] + [x for k, v in config_args(data, out, **overrides).items()
+    return ["pretrain"] + [x for k, v in config_args(tiny, out, **overrides).items()
                            for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
@@ -60,8 +61,9 @@ def command(args: list[str], nproc: int = 1, max_restarts: int = 0) -> list[str]
     """`python -m litebert ARGS`, or the same under torchrun with `nproc` CPU processes (gloo)."""
     if nproc == 1:
         return [sys.executable, "-m", "litebert", *args]
+    # --tee=2: each worker's stderr line comes prefixed with "[default<rank>]:", so tests can tell ranks apart.
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            f"--max-restarts={max_restarts}", "--monitor-interval=0.2", "-m", "litebert", *args]
+            f"--max-restarts={max_restarts}", "--monitor-interval=0.2", "--tee=2", "-m", "litebert", *args]
 
 
 def subprocess_env(fault: str | None = None, **extra: str) -> dict[str, str]:
@@ -75,18 +77,32 @@ def subprocess_env(fault: str | None = None, **extra: str) -> dict[str, str]:
 
 def start(args: list[str], nproc: int = 1, max_restarts: int = 0, fault: str | None = None,
           **env: str) -> subprocess.Popen:
-    return subprocess.Popen(command(args, nproc, max_restarts), env=subprocess_env(fault, **env),
+    tag = uuid.uuid4().hex  # marks this process and every worker it starts, to clean up after a hang
+    proc = subprocess.Popen(command(args, nproc, max_restarts), env=subprocess_env(fault, LITEBERT_TEST_TAG=tag, **env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.tag = tag
+    return proc
 
 
 def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
     try:
         out, err = proc.communicate(timeout=SUBPROCESS_TIMEOUT)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        kill_tagged(proc.tag)  # torchrun workers live in sessions of their own: the agent's death leaves them
         out, err = proc.communicate()
         raise AssertionError(f"{proc.args} hung (> {SUBPROCESS_TIMEOUT}s):\n{err[-3000:]}") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def kill_tagged(tag: str) -> None:
+    """SIGKILL the processes this suite started with LITEBERT_TEST_TAG=tag (found by their environment)."""
+    needle = f"LITEBERT_TEST_TAG={tag}".encode()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
 
 
 def run_litebert(args: list[str], nproc: int = 1, max_restarts: int = 0, fault: str | None = None,

@@ -25,6 +25,7 @@ import json
 import lzma
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator
@@ -210,7 +211,7 @@ class CorpusReader:
             while True:
                 try:
                     raw_lines = f.readlines(min(self.chunk_bytes, _READ_HINT))
-                except (OSError, EOFError, lzma.LZMAError) as exc:  # truncated or corrupt archive
+                except (OSError, EOFError, lzma.LZMAError, zlib.error) as exc:  # truncated or corrupt archive
                     raise CorpusError(f"{where(path, lineno + 1)}: cannot read ({exc})") from exc
                 if not raw_lines:
                     break
@@ -309,6 +310,8 @@ class CorpusReader:
             except json.JSONDecodeError as exc:
                 raise DataFormatError(f"{where(path, lineno)}: not valid JSON ({exc.msg} at column {exc.colno})"
                                       ) from None
+            except RecursionError:
+                raise DataFormatError(f"{where(path, lineno)}: JSON nested too deeply to read") from None
             text = record.get(self.text_field) if isinstance(record, dict) else None
             if not isinstance(text, str):
                 raise DataFormatError(

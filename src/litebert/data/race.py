@@ -54,17 +54,27 @@ def read_race(path: str | Path) -> Examples:
     for f, level in files:
         try:
             obj = json.loads(f.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise DataFormatError(f"{f}: not a RACE JSON object ({e})") from None
-        for key in ("article", "questions", "options", "answers"):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            raise DataFormatError(f"{f}: not a RACE JSON object ({type(e).__name__}: {e})") from None
+        except OSError as e:
+            raise DataFormatError(f"{f}: cannot read ({e.strerror or e})") from None
+        if not isinstance(obj, dict):
+            raise DataFormatError(f"{f}: expected a JSON object with article, questions, options and answers")
+        for key, kind in (("article", str), ("questions", list), ("options", list), ("answers", list)):
             if key not in obj:
                 raise DataFormatError(f"{f}: no field {key!r}")
+            if not isinstance(obj[key], kind):
+                raise DataFormatError(f"{f}: field {key!r} should be a {kind.__name__}, got {type(obj[key]).__name__}")
         qs, opts, answers = obj["questions"], obj["options"], obj["answers"]
         if not len(qs) == len(opts) == len(answers):
             raise DataFormatError(f"{f}: {len(qs)} questions, {len(opts)} option lists, {len(answers)} answers")
         file_id = str(obj.get("id", f.name))
         level = level or ("high" if file_id.startswith("high") else "middle" if file_id.startswith("middle") else "")
         for q, (question, options, answer) in enumerate(zip(qs, opts, answers)):
+            if not isinstance(question, str):
+                raise DataFormatError(f"{f}: question {q} should be a string, got {type(question).__name__}")
+            if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+                raise DataFormatError(f"{f}: question {q}: options should be a list of strings, got {options!r}")
             if len(options) != NUM_CHOICES:
                 raise DataFormatError(f"{f}: question {q} has {len(options)} options, expected {NUM_CHOICES}")
             if answer not in ("A", "B", "C", "D"):

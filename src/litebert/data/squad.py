@@ -47,6 +47,10 @@ def _load_json(path: Path) -> Any:
         raise DataFormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except UnicodeDecodeError as e:
         raise DataFormatError(f"{path}: invalid UTF-8 ({e.reason})") from None
+    except RecursionError:
+        raise DataFormatError(f"{path}: JSON nested too deeply to read") from None
+    except OSError as e:
+        raise DataFormatError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
 def _need(obj: Any, key: str, path: Path, what: str, kind: type | tuple = (str,)):

@@ -299,7 +299,11 @@ def label_list_for(spec: TaskSpec, train_examples: Sequence[Example]) -> list[st
 def read_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text without the line end). Splits on '\\n' only (text may hold \\u2028 and friends);
     drops a UTF-8 BOM; bad UTF-8 is an error naming the line."""
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    with f:
         for n, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8")
@@ -366,6 +370,8 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise DataFormatError(f"{where(path, n)}: not a JSON object ({e.msg} at column {e.colno})") from None
+        except RecursionError:
+            raise DataFormatError(f"{where(path, n)}: JSON nested too deeply to read") from None
         if not isinstance(obj, dict):
             raise DataFormatError(f"{where(path, n)}: expected a JSON object per line, got {type(obj).__name__}")
         yield n, obj

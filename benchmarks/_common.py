@@ -1,0 +1,113 @@
+"""Shared by the benchmark scripts: flags, thread setup, the result table and the JSON that run_all.py collects.
+
+The timing engine itself (interleaved turns, peak RSS, calibration GEMM, the workloads) is `litebert.bench`, so
+`litebert bench` and these scripts measure the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from litebert.bench import Measured, format_table, machine_info, ratio
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="albert-base", help="preset name or config JSON")
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads, the same on every side")
+    p.add_argument("--repeats", type=int, default=3, help="turns per side (the sides alternate: A B A B ...)")
+    p.add_argument("--steps", type=int, default=1, help="steps per turn")
+    p.add_argument("--quick", action="store_true", help="fewer turns and steps: a rough number in little time")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    p.add_argument("--json", default=None, help="also write the results here (run_all.py collects them)")
+    p.add_argument("--quiet", action="store_true", help="no per-turn progress on stderr")
+    return p
+
+
+def setup(args: argparse.Namespace) -> torch.device:
+    from litebert.device import pick_device
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    return pick_device(args.device)
+
+
+def load_model_config(spec: str):
+    from litebert.cli._common import load_config
+
+    return load_config(spec)
+
+
+def logger(args: argparse.Namespace):
+    return None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+def command_line() -> str:
+    return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+
+
+def side_rows(results: list[Measured], ours: str, peak_flops: float, unit: str) -> tuple[list[str], list[list]]:
+    """Table rows: every side with its throughput, the ratio of `ours` over it, MFU and memory."""
+    by_name = {r.name: r for r in results}
+    headers = ["side", "what it runs", f"{unit}/s", "s/step", f"{ours} vs this (median [min-max])", "MFU",
+               "first call s", "peak RSS MB", "+RSS MB"]
+    rows = []
+    for r in results:
+        if r.error:
+            rows.append([r.name, r.note, "failed", r.error, "", "", "", "", ""])
+            continue
+        if r.name.startswith("calibration"):
+            rows.append([r.name, r.note, f"{r.throughput / 1e12:.2f} TFLOP/s", r.step_s, "", "100%",
+                         r.first_step_s, r.peak_rss_mb, r.rss_growth_mb])
+            continue
+        if r.name == ours or ours not in by_name or by_name[ours].error:
+            ratio_text = "1.00" if r.name == ours else ""
+        else:
+            med, lo, hi = ratio(by_name[ours], r)
+            ratio_text = f"{med:.2f}x [{lo:.2f}-{hi:.2f}]"
+        mfu = r.mfu(peak_flops)
+        rows.append([r.name, r.note, r.throughput, r.step_s, ratio_text,
+                     f"{100 * mfu:.0f}%" if mfu == mfu else "-", r.first_step_s, r.peak_rss_mb, r.rss_growth_mb])
+    return headers, rows
+
+
+def target_entry(name: str, ours: Measured, ref: Measured, target: float, higher_is_better: bool = True,
+                 command: str = "") -> dict[str, Any]:
+    """One line of the issue's target table: the median ratio and whether it meets the target."""
+    med, lo, hi = ratio(ours, ref) if not (ours.error or ref.error) else (float("nan"),) * 3
+    value = med if higher_is_better else (1.0 / med if med == med and med else float("nan"))
+    met = value >= target if higher_is_better else value <= target
+    return {"name": name, "value": value, "min": lo if higher_is_better else 1 / hi,
+            "max": hi if higher_is_better else 1 / lo, "target": target,
+            "comparison": ">=" if higher_is_better else "<=", "met": bool(met), "command": command or command_line()}
+
+
+def print_report(title: str, headers: list[str], rows: list[list], notes: list[str], targets: list[dict]) -> None:
+    print(f"\n## {title}\n")
+    print(format_table(headers, rows))
+    if targets:
+        print()
+        print(format_table(["target", "measured (median [min-max])", "goal", "met"],
+                           [[t["name"], f"{t['value']:.2f}x [{t['min']:.2f}-{t['max']:.2f}]",
+                             f"{t['comparison']} {t['target']:g}x", "yes" if t["met"] else "NO"] for t in targets]))
+    for n in notes:
+        print(f"- {n}")
+    print(f"\ncommand: {command_line()}")
+
+
+def write_json(args: argparse.Namespace, device: torch.device, payload: dict[str, Any]) -> None:
+    if not args.json:
+        return
+    payload = {"command": command_line(), "machine": machine_info(device), **payload}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(payload, indent=2, default=str) + "\n")

@@ -1,0 +1,107 @@
+"""Inference, encoder + pooler: litebert AlbertModel vs transformers.AlbertModel, side by side.
+
+ours       AlbertModel with weights stored in bf16 (where bf16 is fast: AMX/AVX512-BF16 CPU or a bf16 GPU; int8 dynamic
+           quantization of the Linear layers on other CPUs) + torch.compile; fused QKV, SDPA.
+reference  transformers.AlbertModel (sdpa) under bf16 autocast, the usual way to run it in bf16 (the target);
+           also shown: HF with weights cast to bf16, and HF fp32.
+Lever rows: ours eager in bf16 weights / bf16 autocast / int8 dynamic / fp32, and without the attention mask.
+Both sides get the same inputs: full-length sequences with an all-ones attention mask, no_grad (inference_mode).
+
+    python benchmarks/bench_inference.py                      # batch 1 (latency) and batch 32 (throughput), seq 128
+    python benchmarks/bench_inference.py --batches 1 --steps 20
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import _common as C
+from litebert.bench import (Side, calibration_side, encoder_flops_per_token, hf_encoder_forward,
+                            ours_encoder_forward, run_interleaved, synthetic_inputs)
+from litebert.device import cpu_has_fast_bf16
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = C.base_parser(__doc__.split("\n\n")[0])
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batches", default="1,32", help="batch sizes, comma-separated")
+    p.add_argument("--no-compile", dest="compile", action="store_false", help="ours without torch.compile")
+    p.add_argument("--no-levers", dest="levers", action="store_false", help="only ours and the references")
+    p.set_defaults(steps=None)
+    args = p.parse_args(argv)
+    device = C.setup(args)
+    log = C.logger(args)
+    config = C.load_model_config(args.model)
+    fast_bf16 = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_fast_bf16()
+    mode = "bf16" if fast_bf16 else ("int8" if device.type == "cpu" else "fp32")
+    compile_ours = args.compile and mode != "int8"
+    payload: dict = {"workload": "inference", "mode": mode, "sections": [], "targets": []}
+    for B in [int(b) for b in args.batches.split(",")]:
+        steps = args.steps or (10 if B == 1 else 1)
+        if args.quick:
+            args.repeats, steps = min(args.repeats, 2), max(1, steps // 2)
+        inputs = synthetic_inputs(config, B, args.seq)
+        tokens = B * args.seq
+        flops = encoder_flops_per_token(config, args.seq) * tokens
+        no_mask = {k: v for k, v in inputs.items() if k != "attention_mask"}
+        sides = [Side("ours", ours_encoder_forward(config, inputs, device, mode, compile=compile_ours), B, flops,
+                      f"{mode} weights" + (", torch.compile" if compile_ours else ", eager")),
+                 Side("HF bf16 autocast", hf_encoder_forward(config, inputs, device, "bf16-autocast"), B, flops,
+                      "transformers AlbertModel, fp32 weights under bf16 autocast (the target's reference)"),
+                 Side("HF bf16 weights", hf_encoder_forward(config, inputs, device, "bf16"), B, flops,
+                      "transformers AlbertModel.to(bfloat16)")]
+        if args.levers:
+            sides += [Side("HF fp32", hf_encoder_forward(config, inputs, device, "fp32"), B, flops, "eager fp32"),
+                      Side("ours fp32", ours_encoder_forward(config, inputs, device, "fp32"), B, flops, "eager"),
+                      Side("ours bf16 autocast", ours_encoder_forward(config, inputs, device, "bf16-autocast"), B,
+                           flops, "eager, fp32 weights cast per call"),
+                      Side("ours bf16 weights", ours_encoder_forward(config, inputs, device, "bf16"), B, flops,
+                           "eager"),
+                      Side("ours bf16 weights, no mask", ours_encoder_forward(config, no_mask, device, "bf16"), B,
+                           flops, "eager, attention_mask=None (SDPA's unmasked path)")]
+            if device.type == "cpu":
+                sides.append(Side("ours int8 dynamic", ours_encoder_forward(config, inputs, device, "int8"), B,
+                                  flops, "eager, torch.ao quantize_dynamic(Linear, qint8), fp32 activations"))
+        sides = [_repeat(s, steps) for s in sides]
+        sides.append(calibration_side(device, "bf16", tokens, config.hidden_size, config.intermediate_size,
+                                      calls=max(10, 320 // B)))
+        results = run_interleaved(sides, repeats=args.repeats, steps=1, device=device, log=log)
+        peak = results[-1].throughput
+        by = {r.name: r for r in results}
+        headers, rows = C.side_rows(results, "ours", peak, "examples")
+        latency_col = [f"{1e3 * r.step_s / steps:.1f}" for r in results]
+        headers.insert(3, "ms/batch")
+        for row, lat in zip(rows, latency_col):
+            row.insert(3, lat)
+        targets = []
+        if B == 1:
+            targets.append(C.target_entry(f"inference latency batch 1 seq {args.seq}: ours / HF bf16 autocast",
+                                          by["ours"], by["HF bf16 autocast"], 0.5, higher_is_better=False))
+        else:
+            targets.append(C.target_entry(f"inference throughput batch {B} seq {args.seq}: ours / HF bf16 autocast",
+                                          by["ours"], by["HF bf16 autocast"], 2.0))
+        notes = [f"{steps} forward(s) per turn: s/step is a turn, ms/batch one forward; MFU against the calibration "
+                 f"GEMM ({peak / 1e12:.2f} TFLOP/s, bf16).",
+                 "first call s: includes torch.compile for ours."]
+        title = f"Inference (encoder + pooler): {args.model}, batch {B}, seq {args.seq}, {args.threads} threads"
+        C.print_report(title, headers, rows, notes, targets)
+        payload["sections"].append({"title": title, "headers": headers, "rows": rows, "notes": notes,
+                                    "results": [r.to_dict() for r in results]})
+        payload["targets"] += targets
+    C.write_json(args, device, payload)
+    return 0
+
+
+def _repeat(side: Side, n: int) -> Side:
+    """n calls per step, so one timed step is long enough to measure (batch 1 takes tens of ms)."""
+    def step():
+        for _ in range(n):
+            out = side.step()
+        return out
+    return Side(side.name, step, side.units_per_step * n, side.flops_per_step * n, side.note)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Promise 7: files from elsewhere cannot run code.
+
+- Weights load only from safetensors: a model directory that has only a pickled `pytorch_model.bin` is refused,
+  and the pickle is never opened.
+- Training state loads with torch.load(weights_only=True): a crafted trainer_state.pt, in a checkpoint whose COMMIT
+  matches it (so `--resume auto` picks it), is refused with a CheckpointError and its payload never runs.
+- Nothing in the package fetches or runs remote code: a scan of its source (the AST, so comments and strings do not
+  count) finds no network library, no torch.hub, no trust_remote_code, no eval/exec, no pickle loading and no
+  torch.load without weights_only=True.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import litebert
+from harness import pretrain_args
+from litebert.cli import main as cli_main
+from litebert.errors import LitebertError
+from litebert.interop import load_hf_albert
+from litebert.model import AlbertForPreTraining
+
+
+class Payload:
+    """Pickles to a call that creates `marker`: what a malicious checkpoint would do, made harmless."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').close()",)
+
+
+def write_payload(path: Path, marker: Path) -> None:
+    torch.save({"step": 8, "optimizer": Payload(marker)}, path)
+    # The payload is live: an unsafe load runs it. (Checked on a copy, then the marker is removed.)
+    probe = path.with_name("probe.pt")
+    shutil.copy(path, probe)
+    torch.load(probe, weights_only=False)
+    assert marker.exists()
+    marker.unlink()
+    probe.unlink()
+
+
+def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_runs, tmp_path, capsys):
+    run, marker = tmp_path / "run", tmp_path / "payload-ran"
+    shutil.copytree(reference_runs["single"], run)
+    ckpt = run / "checkpoint-8"
+    write_payload(ckpt / "trainer_state.pt", marker)
+    # Re-commit so the checkpoint is complete by every check and --resume auto picks it.
+    manifest = json.loads((ckpt / "COMMIT").read_text())
+    data = (ckpt / "trainer_state.pt").read_bytes()
+    manifest["files"]["trainer_state.pt"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (ckpt / "COMMIT").write_text(json.dumps(manifest))
+
+    assert cli_main(pretrain_args(tiny_data, run, resume="auto")) == 2
+    err = capsys.readouterr().err
+    assert f"{ckpt / 'trainer_state.pt'}: cannot load training state (UnpicklingError" in err
+    assert "refused, never executed" in err and "Traceback" not in err
+    assert not marker.exists()
+
+
+def test_weights_load_only_from_safetensors(reference_runs, tmp_path):
+    model_dir, marker = tmp_path / "model", tmp_path / "payload-ran"
+    model_dir.mkdir()
+    shutil.copy(reference_runs["single"] / "checkpoint-8" / "config.json", model_dir)
+    write_payload(model_dir / "pytorch_model.bin", marker)
+    with pytest.raises(LitebertError, match="model.safetensors"):
+        AlbertForPreTraining.from_pretrained(model_dir)
+    with pytest.raises(LitebertError, match="never unpickles"):
+        load_hf_albert(model_dir)
+    assert not marker.exists()
+    # With model.safetensors beside it, the safetensors file is what loads; the pickle is still never opened.
+    shutil.copy(reference_runs["single"] / "checkpoint-8" / "model.safetensors", model_dir)
+    AlbertForPreTraining.from_pretrained(model_dir)
+    assert not marker.exists()
+
+
+# Libraries that fetch from elsewhere (a bare socket, e.g. to find a free local port, fetches nothing).
+NETWORK_MODULES = {"urllib", "urllib2", "urllib3", "requests", "httpx", "aiohttp", "http", "ftplib",
+                   "huggingface_hub", "pycurl", "websocket", "paramiko"}
+PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"}
+
+
+def source_violations(path: Path) -> list[str]:
+    """What in one module could fetch or run code from elsewhere, as 'file:line: what'."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+
+    def bad(node, what):
+        found.append(f"{path}:{node.lineno}: {what}")
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                root = name.split(".")[0]
+                if root in NETWORK_MODULES:
+                    bad(node, f"imports {name} (network)")
+                if root in PICKLE_MODULES:
+                    bad(node, f"imports {name} (unpickling)")
+                if name.startswith("torch.hub"):
+                    bad(node, "imports torch.hub")
+        elif isinstance(node, ast.Attribute) and node.attr == "hub" and getattr(node.value, "id", None) == "torch":
+            bad(node, "uses torch.hub")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+            keywords = {k.arg: k.value for k in node.keywords}
+            if isinstance(func, ast.Name) and name in ("eval", "exec", "__import__"):
+                bad(node, f"calls {name}()")
+            if name == "load" and owner == "torch":
+                flag = keywords.get("weights_only")
+                if not (isinstance(flag, ast.Constant) and flag.value is True):
+                    bad(node, "torch.load without weights_only=True")
+            if name == "load" and owner in ("np", "numpy"):
+                flag = keywords.get("allow_pickle")
+                if flag is not None and not (isinstance(flag, ast.Constant) and flag.value is False):
+                    bad(node, "numpy.load with allow_pickle")
+            if "trust_remote_code" in keywords:
+                flag = keywords["trust_remote_code"]
+                if not (isinstance(flag, ast.Constant) and flag.value is False):
+                    bad(node, "trust_remote_code not False")
+    return found
+
+
+def test_package_source_fetches_and_runs_no_foreign_code():
+    root = Path(litebert.__file__).parent
+    files = sorted(root.rglob("*.py"))
+    assert len(files) > 20
+    violations = [v for f in files for v in source_violations(f)]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_source_scan_catches_what_it_looks_for(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import urllib.request\nimport pickle\nimport torch\ntorch.hub.load('x', 'y')\n"
+                   "torch.load('f')\ntorch.load('f', weights_only=False)\neval('1')\n"
+                   "m.from_pretrained('x', trust_remote_code=True)\nimport numpy as np\n"
+                   "np.load('a', allow_pickle=True)\n")
+    assert len(source_violations(bad)) == 8
