@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", default="1,32", help="batch sizes, comma-separated")
     p.add_argument("--no-compile", dest="compile", action="store_false", help="ours without torch.compile")
     p.add_argument("--no-levers", dest="levers", action="store_false", help="only ours and the references")
-    p.set_defaults(steps=None)
+    p.set_defaults(steps=None, repeats=5)
     args = p.parse_args(argv)
     device = C.setup(args)
     log = C.logger(args)
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     compile_ours = args.compile and mode != "int8"
     payload: dict = {"workload": "inference", "mode": mode, "sections": [], "targets": []}
     for B in [int(b) for b in args.batches.split(",")]:
-        steps = args.steps or (10 if B == 1 else 1)
+        steps = args.steps or max(1, 16 // B)  # forwards per turn: ~a second of work each
         if args.quick:
             args.repeats, steps = min(args.repeats, 2), max(1, steps // 2)
         inputs = synthetic_inputs(config, B, args.seq)
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         peak = results[-1].throughput
         by = {r.name: r for r in results}
         headers, rows = C.side_rows(results, "ours", peak, "examples")
-        latency_col = [f"{1e3 * r.step_s / steps:.1f}" for r in results]
+        latency_col = [f"{1e3 * r.step_s / steps:.1f}" if r is not results[-1] else "" for r in results]
         headers.insert(3, "ms/batch")
         for row, lat in zip(rows, latency_col):
             row.insert(3, lat)

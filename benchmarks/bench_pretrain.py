@@ -25,7 +25,8 @@ import torch
 
 import _common as C
 from litebert.bench import (DDPSide, Side, calibration_side, device_peak_flops, hf_pretrain_step,
-                            ours_pretrain_step, ours_train_step, run_interleaved, synthetic_pretraining_batch)
+                            ours_pretrain_step, ours_train_step, ratio, run_interleaved,
+                            synthetic_pretraining_batch)
 from litebert.device import resolve_precision
 from litebert.model import model_flops_per_token
 
@@ -42,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-ddp", dest="ddp", action="store_false",
                    help="skip 'ours DDP' (threads ranks x 1 thread), run by default on CPU with threads > 1")
     p.add_argument("--no-main", dest="main", action="store_false", help="skip the main comparison (with --levers)")
+    p.add_argument("--lever-repeats", type=int, default=3, help="turns per side in the lever table")
+    p.set_defaults(repeats=5)
     args = p.parse_args(argv)
     if args.quick:
-        args.repeats, args.steps = min(args.repeats, 2), 1
+        args.repeats, args.lever_repeats, args.steps = 2, 2, 1
     device = C.setup(args)
     log = C.logger(args)
     config = C.load_model_config(args.model)
@@ -69,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             ddp = DDPSide(config, batch, precision, world=args.threads, compile=args.compile)
             sides.append(Side("ours DDP", ddp.step, tokens, sparse_flops,
                               f"the same train_step as {args.threads} DDP ranks (gloo) x 1 thread, batch "
-                              f"{args.batch // args.threads} each" + (", torch.compile" if args.compile else "")))
+                              f"{args.batch // args.threads} each" + (", torch.compile" if args.compile else ""),
+                              in_process=False))
         for ref in [r for r in args.reference.split(",") if r]:
             how = "eager fp32" if ref == "fp32" else f"{ref} autocast"
             sides.append(Side(f"HF {ref}", hf_pretrain_step(config, batch, device, ref), tokens, dense_flops,
@@ -156,6 +160,8 @@ def levers(args, config, batch, device, precision, calib, sparse_flops, dense_fl
          sparse_flops),
         ("T2 L3 on 1 thread", dict(precision=low, attention="auto", threads=1), sparse_flops),
     ]
+    if args.threads == 1:
+        variants.pop()  # T2 is L3 itself
     sides = []
     for name, kw, flops in variants:
         threads = kw.pop("threads", None)
@@ -166,35 +172,37 @@ def levers(args, config, batch, device, precision, calib, sparse_flops, dense_fl
     if device.type == "cpu" and args.threads > 1 and args.batch % args.threads == 0:
         ddp = DDPSide(config, batch, low, world=args.threads)
         sides.append(Side(f"T3 L3 as {args.threads} DDP ranks x 1 thread", ddp.step, tokens, sparse_flops,
-                          "gloo, each rank batch / ranks"))
+                          "gloo, each rank batch / ranks", in_process=False))
     sides.append(optimizer_side(config, batch, device, low))
     sides.append(calib)
     t0 = time.perf_counter()
     try:
-        results = run_interleaved(sides, repeats=max(1, args.repeats - 1), steps=args.steps, device=device,
-                                  log=log)
+        results = run_interleaved(sides, repeats=args.lever_repeats, steps=args.steps, device=device, log=log)
     finally:
         if ddp is not None:
             ddp.close()
     peak, peak_src = peak_of(results[-1], device)
-    headers = ["lever", "tokens/s", "s/step", "vs row above", "vs L0", "MFU", "first call s", "peak RSS MB",
-               "+RSS MB"]
+    headers = ["lever", "tokens/s", "s/step", "vs row above", "same, CPU time", "vs L0", "MFU", "first call s",
+               "peak RSS MB", "+RSS MB"]
     rows = []
     base = results[0]
+
+    def vs(a, b, clock="wall") -> str:  # median of per-turn ratios
+        if b is None or b.error or (clock == "cpu" and not (a.cpu_seconds and b.cpu_seconds)):
+            return ""
+        return "{:.2f}x".format(ratio(a, b, clock)[0])
+
     for i, r in enumerate(results[:-1]):
         if r.error:
-            rows.append([r.name, "failed", r.error, "", "", "", "", "", ""])
+            rows.append([r.name, "failed", r.error, "", "", "", "", "", "", ""])
             continue
-        above = results[3] if r.name.startswith("T") else results[i - 1] if i else None
-        step_ratio = lambda a, b: f"{(b.step_s / b.units_per_step) / (a.step_s / a.units_per_step):.2f}x"  # noqa
         if r.name.startswith("optimizer"):
             rows.append([r.name, "-", r.step_s, f"{100 * r.step_s / results[5].step_s:.0f}% of L5's step", "", "",
-                         r.first_step_s, r.peak_rss_mb, r.rss_growth_mb])
+                         "", r.first_step_s, r.peak_rss_mb, r.rss_growth_mb])
             continue
-        mfu = r.mfu(peak)
-        rows.append([r.name, r.throughput, r.step_s, step_ratio(r, above) if above and not above.error else "",
-                     step_ratio(r, base) if not base.error else "", f"{100 * mfu:.0f}%", r.first_step_s,
-                     r.peak_rss_mb, r.rss_growth_mb])
+        above = results[3] if r.name.startswith("T") else results[i - 1] if i else None
+        rows.append([r.name, r.throughput, r.step_s, vs(r, above), vs(r, above, "cpu"), vs(r, base),
+                     f"{100 * r.mfu(peak):.0f}%", r.first_step_s, r.peak_rss_mb, r.rss_growth_mb])
     notes = ["Rows L0-L5 add one lever each; 'vs row above' is that lever's contribution. T rows are trade-offs "
              "measured against L3 (same eager model); T3's peak RSS is the parent's only (the ranks are other "
              "processes).",

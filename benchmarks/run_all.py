@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -168,9 +169,11 @@ def write_chart(md: Path) -> Path | None:
             colors.append("tab:green" if t["met"] else "tab:red")
         ax.barh(ys, xs, height=height, color=colors, alpha=1.0 - 0.45 * i, label=f"{b['threads']} thread(s)",
                 edgecolor="black", linewidth=0.3)
+        for y, x in zip(ys, xs):
+            ax.text(x, y, f" {x:.2f} ({b['threads']} thr)", va="center", fontsize=6)
     ax.axvline(1.0, color="black", lw=1)
     ax.set_yticks([j + 0.4 - height / 2 for j in range(len(names))],
-                  [n.split(":")[0][:45] + "\n" + n.split(":")[-1].strip()[:45] for n in names], fontsize=6)
+                  ["\n".join(textwrap.wrap(n, 40)[:3]) for n in names], fontsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("measured / goal (>= 1 meets the target; green met, red missed)")
     ax.set_title("targets vs transformers, " + " / ".join(f"{b['threads']} thr (shade {i + 1})"

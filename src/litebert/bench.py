@@ -40,6 +40,7 @@ class Side:
     units_per_step: float  # tokens, examples or FLOPs per step: throughput = units / seconds
     flops_per_step: float = 0.0  # model FLOPs per step, for MFU
     note: str = ""
+    in_process: bool = True  # False when the work runs in other processes (DDP ranks): no CPU-time reading
 
 
 @dataclass
@@ -48,7 +49,8 @@ class Measured:
     note: str
     units_per_step: float
     flops_per_step: float
-    seconds: list[float] = field(default_factory=list)  # seconds per step, one entry per turn
+    seconds: list[float] = field(default_factory=list)  # wall seconds per step, one entry per turn
+    cpu_seconds: list[float] = field(default_factory=list)  # this process's CPU seconds per step, per turn
     first_step_s: float = float("nan")  # the first call alone: includes compilation / lazy init
     peak_rss_mb: float = 0.0  # the highest RSS sampled during any of its turns
     rss_growth_mb: float = 0.0  # peak minus the RSS at the start of the turn: this side's transient memory
@@ -68,7 +70,8 @@ class Measured:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "note": self.note, "units_per_step": self.units_per_step,
-                "flops_per_step": self.flops_per_step, "seconds": self.seconds, "step_s": self.step_s,
+                "flops_per_step": self.flops_per_step, "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
+                "step_s": self.step_s,
                 "throughput": self.throughput, "first_step_s": self.first_step_s, "peak_rss_mb": self.peak_rss_mb,
                 "rss_growth_mb": self.rss_growth_mb,
                 "peak_device_mb": self.peak_device_mb, "error": self.error}
@@ -148,12 +151,14 @@ def run_interleaved(sides: list[Side], *, repeats: int, steps: int, device: torc
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
             with PeakRSS() as rss:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(steps):
                     side.step()
                 synchronize(device)
-                elapsed = time.perf_counter() - t0
+                elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
             res.seconds.append(elapsed / steps)
+            if side.in_process and device.type == "cpu":
+                res.cpu_seconds.append(cpu / steps)
             res.peak_rss_mb = max(res.peak_rss_mb, rss.peak_mb)
             res.rss_growth_mb = max(res.rss_growth_mb, rss.peak_mb - rss.start_mb)
             if device.type == "cuda":
@@ -163,9 +168,13 @@ def run_interleaved(sides: list[Side], *, repeats: int, steps: int, device: torc
     return results
 
 
-def ratio(ours: Measured, ref: Measured) -> tuple[float, float, float]:
-    """(median, min, max) over turns of ours' throughput / the reference's, turn by turn."""
-    per_turn = [(r / ref.units_per_step) / (o / ours.units_per_step) for o, r in zip(ours.seconds, ref.seconds)]
+def ratio(ours: Measured, ref: Measured, clock: str = "wall") -> tuple[float, float, float]:
+    """(median, min, max) over turns of ours' throughput / the reference's, turn by turn.
+
+    clock "cpu" uses CPU seconds instead of wall seconds: with 1 thread per side that is the time the side really
+    ran, which other tenants of the machine barely disturb (with more threads it also counts spin-waiting)."""
+    a, b = (ours.seconds, ref.seconds) if clock == "wall" else (ours.cpu_seconds, ref.cpu_seconds)
+    per_turn = [(r / ref.units_per_step) / (o / ours.units_per_step) for o, r in zip(a, b)]
     if not per_turn:
         return float("nan"), float("nan"), float("nan")
     return statistics.median(per_turn), min(per_turn), max(per_turn)
