@@ -53,7 +53,17 @@ def logger(args: argparse.Namespace):
 
 
 def command_line() -> str:
-    return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]])
+    """How this script was run, from the repo root (without --json, which only says where results go)."""
+    args, skip = [], False
+    for a in sys.argv[1:]:
+        if skip or a.startswith("--json="):
+            skip = False
+            continue
+        if a == "--json":
+            skip = True
+            continue
+        args.append(a)
+    return "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO), *args])
 
 
 def side_rows(results: list[Measured], ours: str, peak_flops: float, unit: str) -> tuple[list[str], list[list]]:

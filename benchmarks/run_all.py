@@ -102,9 +102,11 @@ def results_block(results: list[dict], threads: int, command: str, seconds: floa
         else:
             value = f"{t['value']:.2f}x [{t['min']:.2f}-{t['max']:.2f}]"
             goal = f"{t['comparison']} {t['target']:g}x"
-        rows.append([t["name"], value, goal, "yes" if t["met"] else "**no**", f"`{t['command']}`"])
+        cpu = t.get("cpu_value", float("nan"))
+        rows.append([t["name"], value, f"{cpu:.2f}x" if cpu == cpu else "", goal, "yes" if t["met"] else "**no**",
+                     f"`{t['command']}`"])
     lines += ["### Targets (median over interleaved turns [min-max])", "", md_table(
-        ["workload", "measured", "goal", "met", "command"], rows), ""]
+        ["workload", "measured (wall clock)", "same, CPU time", "goal", "met", "command"], rows), ""]
     for r in results:
         if "failed" in r:
             lines += [f"### {r['name']}: FAILED (exit {r['failed']})", ""]
