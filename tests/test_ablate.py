@@ -1,6 +1,7 @@
 """A whole ablation suite at a tiny budget, end to end: real pretraining runs, evaluation, fine-tuning, report."""
 
 import json
+from pathlib import Path
 
 from litebert.cli import main
 
@@ -14,20 +15,32 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data):
             "--glue", str(shared_data / "glue"), "--precision", "fp32"]
     assert main(argv) == 0
     results = json.loads((out / "objective" / "results.json").read_text())
-    assert [r["variant"] for r in results] == ["objective-none", "objective-nsp", "objective-sop"]
+    assert [r["variant"] for r in results] == ["objective-none", "objective-nsp", "objective-sop", "random-init"]
+    floor = results.pop()
+    assert len(floor["sst2_acc"]) == 2 and "mlm_acc" not in floor
     for r in results:
         assert r["steps"] == 3 and 0 <= r["mlm_acc"] <= 1 and 0 <= r["sop_acc"] <= 1 and 0 <= r["nsp_acc"] <= 1
         assert len(r["sst2_acc"]) == 2
         # each variant is a real run dir with its own curve
-        lines = (out / "objective" / r["variant"] / "pretrain" / "metrics.jsonl").read_text().splitlines()
+        lines = (Path(r["run_dir"]) / "pretrain" / "metrics.jsonl").read_text().splitlines()
         assert any(json.loads(x).get("step") == 3 for x in lines)
     report = (out / "objective" / "results.md").read_text()
     assert "objective-sop" in report and "SST-2" in report
     assert (out / "objective" / "bars.png").stat().st_size > 1000 and (out / "objective" / "curves.png").is_file()
+    assert "random-init" in report
     # a finished suite is not re-run: a second call only rewrites the report
-    stamp = (out / "objective" / "objective-sop" / "result.json").stat().st_mtime_ns
+    sop_run = Path(results[2]["run_dir"]) / "result.json"
+    stamp = sop_run.stat().st_mtime_ns
     assert main(argv) == 0
-    assert (out / "objective" / "objective-sop" / "result.json").stat().st_mtime_ns == stamp
+    assert sop_run.stat().st_mtime_ns == stamp
+    # another suite in the same DIR reuses the run with the same settings (the all-shared SOP base) and the
+    # step count, and trains only what is new
+    assert main(["ablate", "dropout", *argv[2:]]) == 0
+    dropout = json.loads((out / "dropout" / "results.json").read_text())
+    assert dropout[0]["run_dir"] == results[2]["run_dir"] and sop_run.stat().st_mtime_ns == stamp
+    assert dropout[1]["run_dir"] != dropout[0]["run_dir"] and dropout[1]["steps"] == 3
+    runs = sorted(p.name for p in (out / "_runs").iterdir())
+    assert len(runs) == 5, runs  # none, nsp, sop(=dropout-0), dropout-0.1, random-init
 
 
 def test_sharing_suite_variants():

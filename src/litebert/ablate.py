@@ -2,11 +2,18 @@
 
 A suite is a list of variants of one small base model. Each variant is pretrained for the same number of steps
 on the same token store (same seed), evaluated on held-out pairs of both kinds (SOP and NSP), then fine-tuned on
-a small fixed downstream task with several seeds. Everything goes into DIR:
+a small fixed downstream task with several seeds. Every suite also gets a "random-init" row: the base model
+fine-tuned without pretraining, the floor that tells how much of the downstream score pretraining bought.
+Everything goes into DIR:
 
     DIR/_data/{tokenizer,store}           built once from --corpus
-    DIR/<suite>/<variant>/pretrain/       a normal pretraining run dir (resumable)
-    DIR/<suite>/<variant>/result.json     written last: a finished variant is never re-run
+    DIR/_data/steps.json                  the step count, probed once from --budget-minutes on the base model, so
+                                          every suite in DIR runs the same budget
+    DIR/_runs/<run id>/pretrain/          a normal pretraining run dir (resumable); the run id names the variant's
+                                          full settings, so a variant shared by two suites (e.g. the all-shared E128
+                                          SOP base) is trained once
+    DIR/_runs/<run id>/result.json        written last: a finished run is never re-run
+    DIR/<suite>/<variant>.json            the suite's view of that result
     DIR/<suite>/results.md, *.png         the table and the plots
 
 Suites (paper tables): embedding (Table 3), sharing (Table 4), objective (Table 5), dropout (Table 9), and scale
@@ -16,6 +23,7 @@ Suites (paper tables): embedding (Table 3), sharing (Table 4), objective (Table 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import statistics
@@ -68,6 +76,7 @@ class AblateConfig:
     glue: str | None = None  # GLUE folder with SST-2 (default: $LITEBERT_SHARED_DATA/glue)
     finetune_train_examples: int = 2000
     finetune_steps: int = 300
+    finetune_lr: float = 5e-4
     precision: str = "auto"
     hidden_size: int = BASE["hidden_size"]  # the base model's H (heads of 64, FFN 4H)
     num_layers: int = BASE["num_hidden_layers"]
@@ -94,12 +103,17 @@ def prepare_data(cfg: AblateConfig) -> Path:
     return data
 
 
-def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Variant, steps: int):
+def variant_config(cfg: AblateConfig, variant: Variant) -> AlbertConfig:
+    return AlbertConfig(vocab_size=cfg.vocab_size, **{**cfg.base, **variant.model})
+
+
+def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Variant, steps: int, write: bool = True):
+    """The variant's PretrainConfig; with `write`, its model config is written to run_dir/model_config.json."""
     from litebert.pretrain import PretrainConfig
 
-    config = AlbertConfig(vocab_size=cfg.vocab_size, **{**cfg.base, **variant.model})
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config.to_json(run_dir / "model_config.json")
+    if write:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        variant_config(cfg, variant).to_json(run_dir / "model_config.json")
     train = dict(model=str(run_dir / "model_config.json"), data=str(data / "store"), tokenizer=str(data / "tokenizer"),
                  out=str(run_dir / "pretrain"), steps=steps, batch_size=cfg.batch_size,
                  micro_batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, lr=cfg.lr,
@@ -109,20 +123,40 @@ def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Varia
 
 
 def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
-    """How many steps the suite's first variant runs in --budget-minutes: time 6 steps, drop the first."""
+    """How many steps the base model runs in --budget-minutes (time 6 steps, drop the set-up). Probed once per DIR
+    and kept in _data/steps.json, so every suite of one study gets the same step count."""
     from litebert.pretrain import pretrain
 
+    record = data / "steps.json"
+    key = {"base": cfg.base, "vocab_size": cfg.vocab_size, "batch_size": cfg.batch_size,
+           "max_seq_length": cfg.max_seq_length, "budget_minutes": cfg.budget_minutes, "precision": cfg.precision}
+    if record.is_file():
+        saved = json.loads(record.read_text())
+        if saved.get("key") == key:
+            return int(saved["steps"])
     probe = Path(cfg.out) / "_probe"
-    variant = suite_variants(cfg.suite, cfg.hidden_size)[0]
-    pc = dataclasses.replace(pretrain_config(cfg, data, probe, variant, steps=6), log_every=1, save_every=1000,
-                             eval_batches=1, resume="none")
+    pc = dataclasses.replace(pretrain_config(cfg, data, probe, Variant("base"), steps=7), log_every=1,
+                             save_every=1000, eval_batches=1, resume="none")
     t0 = time.perf_counter()
-    pretrain(pc)
-    per_step = (time.perf_counter() - t0) / 6
+    pretrain(dataclasses.replace(pc, steps=1))  # set-up and first-step costs, not part of the per-step time
+    t1 = time.perf_counter()
+    pretrain(dataclasses.replace(pc, out=str(probe / "timed")))
+    per_step = max((time.perf_counter() - t1) - (t1 - t0), 1e-3) / 6
     import shutil
 
     shutil.rmtree(probe, ignore_errors=True)
-    return max(10, int(cfg.budget_minutes * 60 / per_step))
+    steps = max(10, int(cfg.budget_minutes * 60 / per_step))
+    record.write_text(json.dumps({"key": key, "steps": steps, "seconds_per_step": per_step}, indent=2) + "\n")
+    return steps
+
+
+def run_id(config: AlbertConfig, pc) -> str:
+    """A readable, unique name for a variant's full settings: same settings in two suites, same run."""
+    settings = {"model": config.to_dict(), "train": {k: v for k, v in dataclasses.asdict(pc).items()
+                                                     if k not in ("model", "out")}}
+    digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return (f"{config.sharing}-E{config.embedding_size}-H{config.hidden_size}-L{config.num_hidden_layers}-"
+            f"{pc.objective}-dropout{pc.dropout:g}-{pc.steps}steps-{digest}")
 
 
 def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, Any]:
@@ -136,7 +170,8 @@ def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, 
     scores = []
     for seed in range(cfg.seeds):
         result = finetune(FinetuneConfig(task="sst-2", model=str(checkpoint), data=str(glue / "SST-2"),
-                                         out=str(run_dir / f"sst2-seed{seed}"), seed=seed, lr=1e-4, batch_size=32,
+                                         out=str(run_dir / f"sst2-seed{seed}"), seed=seed, lr=cfg.finetune_lr,
+                                         batch_size=32,
                                          steps=cfg.finetune_steps, max_seq_length=64,
                                          max_train_examples=cfg.finetune_train_examples, eval_every=cfg.finetune_steps,
                                          precision=cfg.precision, warmup_ratio=0.1))
@@ -150,28 +185,53 @@ def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int) -> 
     from litebert.params import count_parameters
     from litebert.pretrain import evaluate_checkpoint, pretrain
 
-    run_dir = Path(cfg.out) / cfg.suite / variant.name
+    view = Path(cfg.out) / cfg.suite / f"{variant.name}.json"
+    config = variant_config(cfg, variant)
+    run_dir = Path(cfg.out) / "_runs" / run_id(config, pretrain_config(cfg, data, Path(), variant, steps, write=False))
     done = run_dir / "result.json"
-    if done.is_file():
-        return json.loads(done.read_text())
-    pc = pretrain_config(cfg, data, run_dir, variant, steps)
-    t0 = time.perf_counter()
-    last = pretrain(pc)
-    seconds = time.perf_counter() - t0
-    checkpoint = Path(pc.out) / f"checkpoint-{steps}"
-    model = AlbertForPreTraining.from_pretrained(checkpoint)
-    evals = {}
-    for objective in ("sop", "nsp"):
-        scores = evaluate_checkpoint(model, data / "store", objective, pc.max_seq_length, batches=40,
-                                     precision=cfg.precision)
-        evals.update({"mlm_acc": scores["eval_mlm_acc"], "mlm_loss": scores["eval_mlm_loss"],
-                      f"{objective}_acc": scores[f"eval_{objective}_acc"]})
-    result = {"variant": variant.name, "model": variant.model, "train": variant.train, "steps": steps,
-              "parameters": count_parameters(model.config), "pretrain_seconds": seconds,
-              "tokens_per_s": last.get("tokens_per_s"), "final_loss": last.get("loss"), **evals,
-              **downstream(cfg, checkpoint, run_dir)}
-    done.write_text(json.dumps(result, indent=2) + "\n")  # written last: the variant counts as finished
+    if not done.is_file():
+        pc = pretrain_config(cfg, data, run_dir, variant, steps)
+        t0 = time.perf_counter()
+        last = pretrain(pc)
+        seconds = time.perf_counter() - t0
+        checkpoint = Path(pc.out) / f"checkpoint-{steps}"
+        model = AlbertForPreTraining.from_pretrained(checkpoint)
+        evals = {}
+        for objective in ("sop", "nsp"):
+            scores = evaluate_checkpoint(model, data / "store", objective, pc.max_seq_length, batches=40,
+                                         precision=cfg.precision)
+            evals.update({"mlm_acc": scores["eval_mlm_acc"], "mlm_loss": scores["eval_mlm_loss"],
+                          f"{objective}_acc": scores[f"eval_{objective}_acc"]})
+        result = {"model": variant.model, "train": variant.train, "steps": steps,
+                  "parameters": count_parameters(model.config), "pretrain_seconds": seconds,
+                  "tokens_per_s": last.get("tokens_per_s"), "final_loss": last.get("loss"), **evals,
+                  **downstream(cfg, checkpoint, run_dir)}
+        done.write_text(json.dumps(result, indent=2) + "\n")  # written last: the run counts as finished
+    result = {"variant": variant.name, **json.loads(done.read_text()), "run_dir": str(run_dir)}
+    view.write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def random_init_reference(cfg: AblateConfig) -> dict[str, Any]:
+    """The base model fine-tuned from random init (no pretraining): the floor for the SST-2 column."""
+    import torch
+
+    from litebert.model import AlbertForPreTraining
+    from litebert.params import count_parameters
+    from litebert.tokenizer import load_tokenizer
+
+    config = variant_config(cfg, Variant("base"))
+    key = json.dumps({"model": config.to_dict(), "finetune": [cfg.finetune_lr, cfg.finetune_steps,
+                                                              cfg.finetune_train_examples, cfg.seeds]}, sort_keys=True)
+    run_dir = Path(cfg.out) / "_runs" / f"random-init-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    done = run_dir / "result.json"
+    if not done.is_file():
+        torch.manual_seed(0)
+        model = AlbertForPreTraining(config)
+        model.save_pretrained(run_dir / "model", tokenizer=load_tokenizer(Path(cfg.out) / "_data" / "tokenizer"))
+        result = {"parameters": count_parameters(config), **downstream(cfg, run_dir / "model", run_dir)}
+        done.write_text(json.dumps(result, indent=2) + "\n")
+    return {"variant": "random-init", **json.loads(done.read_text()), "run_dir": str(run_dir)}
 
 
 def run_scale(cfg: AblateConfig) -> list[dict[str, Any]]:
@@ -224,6 +284,8 @@ def ablate(cfg: AblateConfig) -> Path:
         steps = cfg.steps or steps_for_budget(cfg, data)
         print(f"ablate {cfg.suite}: {steps} pretraining steps per variant", file=sys.stderr)
         results = [run_variant(cfg, data, v, steps) for v in suite_variants(cfg.suite, cfg.hidden_size)]
+        if any("sst2_acc_mean" in r for r in results):
+            results.append(random_init_reference(cfg))
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     write_report(cfg, results, out)
     return out / "results.md"
@@ -252,7 +314,10 @@ def write_report(cfg: AblateConfig, results: list[dict[str, Any]], out: Path) ->
     command = "litebert ablate " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["ablate"] else f"ablate({cfg})"
     text = [f"# Ablation suite: {cfg.suite}", "", f"Command: `{command}`", "",
             f"Base model: {cfg.base}, vocab {cfg.vocab_size}, seq {cfg.max_seq_length}, batch {cfg.batch_size}, "
-            f"lr {cfg.lr} (LAMB), every variant the same steps and seed.", "", format_table(results), ""]
+            f"lr {cfg.lr} (LAMB), every variant the same steps and seed. Downstream: SST-2, "
+            f"{cfg.finetune_train_examples} training sentences, {cfg.finetune_steps} steps, lr {cfg.finetune_lr}, "
+            f"{cfg.seeds} seeds, accuracy on the full dev set. random-init: the base model fine-tuned without "
+            "pretraining.", "", format_table(results), ""]
     plots = write_plots(results, out)
     text += [f"![{p.stem}]({p.name})" for p in plots]
     (out / "results.md").write_text("\n".join(text) + "\n")
@@ -273,7 +338,7 @@ def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.5), squeeze=False)
         names = [r["variant"] for r in results]
         for ax, key in zip(axes[0], metrics):
-            values = [r.get(key) or 0 for r in results]
+            values = [r[key] if r.get(key) is not None else math.nan for r in results]
             errors = [r.get("sst2_acc_std", 0) for r in results] if key == "sst2_acc_mean" else None
             ax.bar(range(len(names)), values, yerr=errors, capsize=3)
             ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
@@ -282,7 +347,7 @@ def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
         paths.append(out / "bars.png")
         fig.savefig(paths[-1], dpi=100)
         plt.close(fig)
-    curves = [(r["variant"], Path(out) / r["variant"] / "pretrain" / "metrics.jsonl") for r in results]
+    curves = [(r["variant"], Path(r.get("run_dir", "")) / "pretrain" / "metrics.jsonl") for r in results]
     curves = [(n, p) for n, p in curves if p.is_file()]
     if curves:
         fig, ax = plt.subplots(figsize=(6, 4))

@@ -17,6 +17,7 @@ def register(sub) -> None:
     p.add_argument("--glue", help="GLUE folder holding SST-2 (default: the shared data)")
     p.add_argument("--finetune-train-examples", type=int, default=2000)
     p.add_argument("--finetune-steps", type=int, default=300)
+    p.add_argument("--finetune-lr", type=float, default=5e-4)
     p.add_argument("--precision", default="auto")
     p.add_argument("--hidden-size", type=int, default=256, help="H of the base model (heads of 64, FFN 4H)")
     p.add_argument("--layers", type=int, default=6, help="layers of the base model")
@@ -33,6 +34,7 @@ def run(args) -> int:
                        budget_minutes=args.budget_minutes, seeds=args.seeds, vocab_size=args.vocab_size,
                        max_seq_length=args.max_seq_length, batch_size=args.batch_size, lr=args.lr, glue=args.glue,
                        finetune_train_examples=args.finetune_train_examples, finetune_steps=args.finetune_steps,
+                       finetune_lr=args.finetune_lr,
                        precision=args.precision, hidden_size=args.hidden_size, num_layers=args.layers)
     print(ablate(cfg))
     return 0
