@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                     targets.append(C.target_entry(f"pretraining step {args.model} seq {args.seq} batch {args.batch}: "
                                                   f"{who} vs HF {ref}", by[who], by[f"HF {ref}"], goal))
         mfu = by["ours"].mfu(peak)
-        targets.append({"name": f"MFU of ours ({precision}) vs {peak_src}", "value": mfu, "min": mfu, "max": mfu,
+        targets.append({"name": f"MFU of ours ({precision}), {args.model} seq {args.seq} batch {args.batch}, vs {peak_src}", "value": mfu, "min": mfu, "max": mfu,
                         "target": 0.5, "comparison": ">=", "met": bool(mfu >= 0.5), "command": C.command_line(),
                         "unit": "fraction"})
         headers, rows = C.side_rows(results, "ours", peak, "tokens")

@@ -1,5 +1,5 @@
 """Does pretraining help? Pretrain a small ALBERT on the Gutenberg books for a bounded time, then fine-tune on an
-SST-2 subset, against the same config from random init. Writes docs/transfer.md.
+SST-2 subset, against the same config from random init. Writes OUT/transfer.md and OUT/summary.json.
 
     python experiments/sst2_transfer.py --minutes 15 --out runs/transfer
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from litebert import AlbertConfig, AlbertForPreTraining
-from litebert.shared_data import REPO_ROOT, shared_data_dir
+from litebert.shared_data import shared_data_dir
 
 MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
              max_position_embeddings=512)
@@ -27,6 +27,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="runs/transfer")
     ap.add_argument("--minutes", type=float, default=15.0, help="pretraining wall-clock budget")
+    ap.add_argument("--steps", type=int, help="pretraining steps (instead of calibrating --minutes)")
+    ap.add_argument("--lr", type=float, default=2e-3, help="pretraining learning rate (LAMB)")
+    ap.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     ap.add_argument("--train-examples", type=int, default=4000)
     ap.add_argument("--finetune-steps", type=int, default=400)
     ap.add_argument("--seeds", type=int, default=3)
@@ -37,6 +40,8 @@ def main() -> None:
     from litebert.pretrain import PretrainConfig, pretrain
     from litebert.tokenizer import load_tokenizer, train_sentencepiece
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     data = shared_data_dir()
     books = sorted((data / "gutenberg").glob("*.txt"))
     out = Path(args.out)
@@ -50,11 +55,13 @@ def main() -> None:
 
     # Calibrate steps to the budget on this machine: time a few steps first.
     base = dict(model=str(out / "model.json"), data=str(out / "store"), max_seq_length=128, batch_size=64,
-                micro_batch_size=64, lr=2e-3, log_every=20, eval_batches=40, seed=0)
-    probe = PretrainConfig(**base, out=str(out / "probe"), steps=6, save_every=1000, resume="none")
-    t0 = time.perf_counter()
-    pretrain(probe)
-    steps = max(50, int(args.minutes * 60 / ((time.perf_counter() - t0) / 6)))
+                micro_batch_size=64, lr=args.lr, log_every=20, eval_batches=40, seed=0)
+    steps = args.steps
+    if not steps:
+        probe = PretrainConfig(**base, out=str(out / "probe"), steps=6, save_every=1000, resume="none")
+        t0 = time.perf_counter()
+        pretrain(probe)
+        steps = max(50, int(args.minutes * 60 / ((time.perf_counter() - t0) / 6)))
     cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 20,
                          eval_every=max(1, steps // 5), save_every=steps)
     t0 = time.perf_counter()
@@ -80,12 +87,14 @@ def main() -> None:
     summary = {"pretrain_steps": steps, "pretrain_minutes": pretrain_minutes, "pretrain_eval": result,
                "sst2_dev_accuracy": {f"{n} lr {lr:g}": v for (n, lr), v in scores.items()}, "args": vars(args)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    budget = f"--steps {args.steps}" if args.steps else f"--minutes {args.minutes}"
+    threads = f" --threads {args.threads}" if args.threads else ""
     lines = ["# Does pretraining help? SST-2 transfer at small scale", "",
-             f"Command: `python experiments/sst2_transfer.py --minutes {args.minutes} --out {args.out} "
+             f"Command: `python experiments/sst2_transfer.py {budget} --lr {args.lr:g}{threads} --out {args.out} "
              f"--train-examples {args.train_examples} --finetune-steps {args.finetune_steps} --seeds {args.seeds} "
              f"--lrs {args.lrs}`", "",
              f"Model: {MODEL}, vocab 8000 (SentencePiece trained on the 17 Gutenberg books), all-shared. "
-             f"Pretraining: {steps} steps of 64 x 128 tokens (MLM + SOP, LAMB, lr 2e-3) in {pretrain_minutes:.1f} "
+             f"Pretraining: {steps} steps of 64 x 128 tokens (MLM + SOP, LAMB, lr {args.lr:g}) in {pretrain_minutes:.1f} "
              f"minutes on this machine's CPU; held-out MLM accuracy {result.get('eval_mlm_acc', float('nan')):.3f}, "
              f"SOP accuracy {result.get('eval_sop_acc', float('nan')):.3f}.", "",
              f"Fine-tuning: SST-2, first {args.train_examples} training sentences, {args.finetune_steps} steps, batch 32, "
@@ -95,7 +104,7 @@ def main() -> None:
     for (name, lr), vals in scores.items():
         lines.append(f"| {name} | {lr:g} | {', '.join(f'{v:.3f}' for v in vals)} | "
                      f"{statistics.mean(vals):.3f} ± {statistics.pstdev(vals):.3f} |")
-    (REPO_ROOT / "docs" / "transfer.md").write_text("\n".join(lines) + "\n")
+    (out / "transfer.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -48,12 +48,12 @@ class Variant:
 
 
 def suite_variants(suite: str, hidden: int = BASE["hidden_size"]) -> list[Variant]:
+    sizes = [e for e in (32, 64, 128) if e < hidden] + [hidden]  # the paper's E values below H, then E = H
     if suite == "embedding":
-        return [Variant(f"{s}-E{e}", {"embedding_size": e, "sharing": s})
-                for s in ("all", "none") for e in (32, 64, 128, hidden)]
+        return [Variant(f"{s}-E{e}", {"embedding_size": e, "sharing": s}) for s in ("all", "none") for e in sizes]
     if suite == "sharing":
         return [Variant(f"E{e}-{s}", {"embedding_size": e, "sharing": s})
-                for e in (hidden, 128) for s in ("all", "attention", "ffn", "none")]
+                for e in dict.fromkeys((hidden, min(128, hidden))) for s in ("all", "attention", "ffn", "none")]
     if suite == "objective":
         return [Variant(f"objective-{o}", train={"objective": o}) for o in ("none", "nsp", "sop")]
     if suite == "dropout":
@@ -76,10 +76,11 @@ class AblateConfig:
     glue: str | None = None  # GLUE folder with SST-2 (default: $LITEBERT_SHARED_DATA/glue)
     finetune_train_examples: int = 2000
     finetune_steps: int = 300
-    finetune_lr: float = 5e-4
+    finetune_lr: float = 2e-4
     precision: str = "auto"
     hidden_size: int = BASE["hidden_size"]  # the base model's H (heads of 64, FFN 4H)
     num_layers: int = BASE["num_hidden_layers"]
+    threads: int | None = None  # torch threads for every run (default: torch's choice)
 
     @property
     def base(self) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Varia
                  out=str(run_dir / "pretrain"), steps=steps, batch_size=cfg.batch_size,
                  micro_batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, lr=cfg.lr,
                  warmup_steps=max(1, steps // 20), log_every=max(1, steps // 50), save_every=max(1, steps // 4),
-                 eval_every=0, eval_batches=40, precision=cfg.precision, keep=1, seed=0)
+                 eval_every=0, eval_batches=40, precision=cfg.precision, keep=1, seed=0, threads=cfg.threads)
     return PretrainConfig(**{**train, **variant.train})
 
 
@@ -153,7 +154,7 @@ def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
 def run_id(config: AlbertConfig, pc) -> str:
     """A readable, unique name for a variant's full settings: same settings in two suites, same run."""
     settings = {"model": config.to_dict(), "train": {k: v for k, v in dataclasses.asdict(pc).items()
-                                                     if k not in ("model", "out")}}
+                                                     if k not in ("model", "out", "threads", "resume")}}
     digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return (f"{config.sharing}-E{config.embedding_size}-H{config.hidden_size}-L{config.num_hidden_layers}-"
             f"{pc.objective}-dropout{pc.dropout:g}-{pc.steps}steps-{digest}")
@@ -174,7 +175,7 @@ def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, 
                                          batch_size=32,
                                          steps=cfg.finetune_steps, max_seq_length=64,
                                          max_train_examples=cfg.finetune_train_examples, eval_every=cfg.finetune_steps,
-                                         precision=cfg.precision, warmup_ratio=0.1))
+                                         precision=cfg.precision, warmup_ratio=0.1, threads=cfg.threads))
         scores.append(result["best"]["accuracy"])
     return {"sst2_acc_mean": statistics.mean(scores), "sst2_acc_std": statistics.pstdev(scores),
             "sst2_acc": scores}
@@ -275,6 +276,10 @@ def measure_train_throughput(config: AlbertConfig, seq_len: int, batch: int, pre
 
 
 def ablate(cfg: AblateConfig) -> Path:
+    if cfg.threads:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
     out = Path(cfg.out) / cfg.suite
     out.mkdir(parents=True, exist_ok=True)
     if cfg.suite == "scale":

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -518,7 +519,11 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     lr = run.scheduler.get_last_lr()[0]
-    run.scheduler.step()
+    with warnings.catch_warnings():
+        # A skipped first update trips torch's "scheduler.step() before optimizer.step()" warning; moving the
+        # schedule on regardless is intended (the step counts, its update does not).
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+        run.scheduler.step()
     n_ranks_pairs = counts[1].item()
     # Each rank's sums are its share of the global means (divided by the global counts): their sum is the mean.
     return {
@@ -679,8 +684,12 @@ class MetricsLog:
         if not self.main:
             return
         record = {k: finite_or_none(v) for k, v in record.items()}
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            with self.path.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as exc:  # a full disk, a vanished mount: say where, and that the checkpoints are safe
+            raise TrainingError(f"{self.path}: cannot write the metrics log ({exc.strerror or exc}); the last "
+                                "checkpoint is intact, free space and resume") from exc
         if self.tb is not None:
             for k, v in record.items():
                 if isinstance(v, (int, float)) and k != "step" and v is not None:

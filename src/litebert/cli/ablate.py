@@ -17,10 +17,11 @@ def register(sub) -> None:
     p.add_argument("--glue", help="GLUE folder holding SST-2 (default: the shared data)")
     p.add_argument("--finetune-train-examples", type=int, default=2000)
     p.add_argument("--finetune-steps", type=int, default=300)
-    p.add_argument("--finetune-lr", type=float, default=5e-4)
+    p.add_argument("--finetune-lr", type=float, default=2e-4)
     p.add_argument("--precision", default="auto")
     p.add_argument("--hidden-size", type=int, default=256, help="H of the base model (heads of 64, FFN 4H)")
     p.add_argument("--layers", type=int, default=6, help="layers of the base model")
+    p.add_argument("--threads", type=int, help="torch threads per run (default: torch's choice)")
     p.set_defaults(func=run)
 
 
@@ -35,6 +36,7 @@ def run(args) -> int:
                        max_seq_length=args.max_seq_length, batch_size=args.batch_size, lr=args.lr, glue=args.glue,
                        finetune_train_examples=args.finetune_train_examples, finetune_steps=args.finetune_steps,
                        finetune_lr=args.finetune_lr,
-                       precision=args.precision, hidden_size=args.hidden_size, num_layers=args.layers)
+                       precision=args.precision, hidden_size=args.hidden_size, num_layers=args.layers,
+                       threads=args.threads)
     print(ablate(cfg))
     return 0
