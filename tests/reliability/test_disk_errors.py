@@ -82,3 +82,26 @@ def test_unwritable_output_directory_fails_before_training(tiny_data, tmp_path, 
     message = capsys.readouterr().err
     assert f"litebert: error: --out {run}: cannot write there ({os.strerror(err)})" in message
     assert "Traceback" not in message and not (run / "metrics.jsonl").exists()
+
+
+def test_disk_full_while_appending_the_metrics_log(tiny_data, reference_runs, tmp_path, monkeypatch):
+    """The log line after step 3 hits a full disk: a TrainingError naming metrics.jsonl, checkpoint-2 intact."""
+    from litebert.errors import TrainingError
+
+    run = tmp_path / "run"
+    real_open, lines = Path.open, []
+
+    def open_until_full(self, mode="r", *args, **kwargs):
+        if self.name == "metrics.jsonl" and "a" in mode:
+            lines.append(1)
+            if len(lines) > 3:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_until_full)
+    with pytest.raises(TrainingError, match=r"metrics\.jsonl: cannot write the metrics log \(No space left on "
+                                            r"device\); the last checkpoint is intact"):
+        pretrain(PretrainConfig(**config_args(tiny_data, run)))
+    assert 2 in checkpoint_steps(run) and not leftovers(run)
+    validate_checkpoint(run / "checkpoint-2", verify=True)
+    assert_same_weights(run / "checkpoint-2", reference_runs["single"] / "checkpoint-2")
