@@ -49,3 +49,25 @@ def test_sharing_suite_variants():
     names = [v.name for v in suite_variants("sharing", 256)]
     assert names == ["E256-all", "E256-attention", "E256-ffn", "E256-none", "E128-all", "E128-attention",
                      "E128-ffn", "E128-none"]
+
+
+def test_run_lock_makes_a_second_worker_wait(tmp_path):
+    """Two ablate processes sharing a DIR: the second one blocks on a run until the first releases it."""
+    import threading
+    import time
+
+    from litebert.ablate import run_lock
+
+    order = []
+
+    def second():
+        with run_lock(tmp_path / "run"):
+            order.append("second")
+
+    with run_lock(tmp_path / "run"):
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(0.3)
+        order.append("first done")
+    t.join(5)
+    assert order == ["first done", "second"]

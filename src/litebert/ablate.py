@@ -22,6 +22,7 @@ Suites (paper tables): embedding (Table 3), sharing (Table 4), objective (Table 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -182,35 +183,56 @@ def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, 
 
 
 def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int) -> dict[str, Any]:
-    from litebert.model import AlbertForPreTraining
-    from litebert.params import count_parameters
-    from litebert.pretrain import evaluate_checkpoint, pretrain
-
     view = Path(cfg.out) / cfg.suite / f"{variant.name}.json"
     config = variant_config(cfg, variant)
     run_dir = Path(cfg.out) / "_runs" / run_id(config, pretrain_config(cfg, data, Path(), variant, steps, write=False))
     done = run_dir / "result.json"
-    if not done.is_file():
-        pc = pretrain_config(cfg, data, run_dir, variant, steps)
-        t0 = time.perf_counter()
-        last = pretrain(pc)
-        seconds = time.perf_counter() - t0
-        checkpoint = Path(pc.out) / f"checkpoint-{steps}"
-        model = AlbertForPreTraining.from_pretrained(checkpoint)
-        evals = {}
-        for objective in ("sop", "nsp"):
-            scores = evaluate_checkpoint(model, data / "store", objective, pc.max_seq_length, batches=40,
-                                         precision=cfg.precision)
-            evals.update({"mlm_acc": scores["eval_mlm_acc"], "mlm_loss": scores["eval_mlm_loss"],
-                          f"{objective}_acc": scores[f"eval_{objective}_acc"]})
-        result = {"model": variant.model, "train": variant.train, "steps": steps,
-                  "parameters": count_parameters(model.config), "pretrain_seconds": seconds,
-                  "tokens_per_s": last.get("tokens_per_s"), "final_loss": last.get("loss"), **evals,
-                  **downstream(cfg, checkpoint, run_dir)}
-        done.write_text(json.dumps(result, indent=2) + "\n")  # written last: the run counts as finished
+    with run_lock(run_dir):
+        if not done.is_file():
+            train_and_score(cfg, data, variant, steps, run_dir)
     result = {"variant": variant.name, **json.loads(done.read_text()), "run_dir": str(run_dir)}
     view.write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """An exclusive lock on one run: two `ablate` processes sharing a DIR (say, two suites on two cores) never
+    train the same run at once; the second waits, then reads the first one's result."""
+    import fcntl
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def train_and_score(cfg: AblateConfig, data: Path, variant: Variant, steps: int, run_dir: Path) -> None:
+    """Pretrain one variant, score it on held-out SOP and NSP pairs and downstream; result.json is written last."""
+    from litebert.model import AlbertForPreTraining
+    from litebert.params import count_parameters
+    from litebert.pretrain import evaluate_checkpoint, pretrain
+
+    pc = pretrain_config(cfg, data, run_dir, variant, steps)
+    t0 = time.perf_counter()
+    last = pretrain(pc)
+    seconds = time.perf_counter() - t0
+    checkpoint = Path(pc.out) / f"checkpoint-{steps}"
+    model = AlbertForPreTraining.from_pretrained(checkpoint)
+    evals = {}
+    for objective in ("sop", "nsp"):
+        scores = evaluate_checkpoint(model, data / "store", objective, pc.max_seq_length, batches=40,
+                                     precision=cfg.precision)
+        evals.update({"mlm_acc": scores["eval_mlm_acc"], "mlm_loss": scores["eval_mlm_loss"],
+                      f"{objective}_acc": scores[f"eval_{objective}_acc"]})
+    result = {"model": variant.model, "train": variant.train, "steps": steps,
+              "parameters": count_parameters(model.config), "pretrain_seconds": seconds,
+              "tokens_per_s": last.get("tokens_per_s"), "final_loss": last.get("loss"), **evals,
+              **downstream(cfg, checkpoint, run_dir)}
+    (run_dir / "result.json").write_text(json.dumps(result, indent=2) + "\n")  # last: the run is finished
 
 
 def random_init_reference(cfg: AblateConfig) -> dict[str, Any]:
@@ -226,12 +248,14 @@ def random_init_reference(cfg: AblateConfig) -> dict[str, Any]:
                                                               cfg.finetune_train_examples, cfg.seeds]}, sort_keys=True)
     run_dir = Path(cfg.out) / "_runs" / f"random-init-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
     done = run_dir / "result.json"
-    if not done.is_file():
-        torch.manual_seed(0)
-        model = AlbertForPreTraining(config)
-        model.save_pretrained(run_dir / "model", tokenizer=load_tokenizer(Path(cfg.out) / "_data" / "tokenizer"))
-        result = {"parameters": count_parameters(config), **downstream(cfg, run_dir / "model", run_dir)}
-        done.write_text(json.dumps(result, indent=2) + "\n")
+    with run_lock(run_dir):
+        if not done.is_file():
+            torch.manual_seed(0)
+            model = AlbertForPreTraining(config)
+            model.save_pretrained(run_dir / "model",
+                                  tokenizer=load_tokenizer(Path(cfg.out) / "_data" / "tokenizer"))
+            result = {"parameters": count_parameters(config), **downstream(cfg, run_dir / "model", run_dir)}
+            done.write_text(json.dumps(result, indent=2) + "\n")
     return {"variant": "random-init", **json.loads(done.read_text()), "run_dir": str(run_dir)}
 
 
