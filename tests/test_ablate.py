@@ -64,7 +64,10 @@ def test_run_lock_makes_a_second_worker_wait(tmp_path):
         with run_lock(tmp_path / "run"):
             order.append("second")
 
-    with run_lock(tmp_path / "run"):
+    with run_lock(tmp_path / "run") as mine:
+        assert mine
+        with run_lock(tmp_path / "run", wait=False) as other:
+            assert not other  # held elsewhere: the caller moves on to another variant
         t = threading.Thread(target=second)
         t.start()
         time.sleep(0.3)

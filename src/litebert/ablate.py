@@ -182,12 +182,16 @@ def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, 
             "sst2_acc": scores}
 
 
-def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int) -> dict[str, Any]:
+def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int, wait: bool = True) -> dict | None:
+    """Train and score one variant, or read its finished run. With wait=False, a run another process holds is
+    left alone (None) so the caller can do other variants first."""
     view = Path(cfg.out) / cfg.suite / f"{variant.name}.json"
     config = variant_config(cfg, variant)
     run_dir = Path(cfg.out) / "_runs" / run_id(config, pretrain_config(cfg, data, Path(), variant, steps, write=False))
     done = run_dir / "result.json"
-    with run_lock(run_dir):
+    with run_lock(run_dir, wait) as mine:
+        if not mine:
+            return None
         if not done.is_file():
             train_and_score(cfg, data, variant, steps, run_dir)
     result = {"variant": variant.name, **json.loads(done.read_text()), "run_dir": str(run_dir)}
@@ -196,16 +200,21 @@ def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int) -> 
 
 
 @contextlib.contextmanager
-def run_lock(run_dir: Path):
-    """An exclusive lock on one run: two `ablate` processes sharing a DIR (say, two suites on two cores) never
-    train the same run at once; the second waits, then reads the first one's result."""
+def run_lock(run_dir: Path, wait: bool = True):
+    """An exclusive lock on one run, so `ablate` processes sharing a DIR (say, two suites on two cores) never
+    train the same run at once. Yields True once held; with wait=False, yields False at once if another process
+    holds it."""
     import fcntl
 
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / ".lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
@@ -312,7 +321,11 @@ def ablate(cfg: AblateConfig) -> Path:
         data = prepare_data(cfg)
         steps = cfg.steps or steps_for_budget(cfg, data)
         print(f"ablate {cfg.suite}: {steps} pretraining steps per variant", file=sys.stderr)
-        results = [run_variant(cfg, data, v, steps) for v in suite_variants(cfg.suite, cfg.hidden_size)]
+        variants = suite_variants(cfg.suite, cfg.hidden_size)
+        # Variants another process is training are done last (by then they are usually finished): two workers
+        # on one DIR split a suite between them instead of queueing behind each other.
+        first = [run_variant(cfg, data, v, steps, wait=False) for v in variants]
+        results = [r if r is not None else run_variant(cfg, data, v, steps) for v, r in zip(variants, first)]
         if any("sst2_acc_mean" in r for r in results):
             results.append(random_init_reference(cfg))
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
