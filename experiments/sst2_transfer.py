@@ -1,5 +1,7 @@
 """Does pretraining help? Pretrain a small ALBERT on the Gutenberg books for a bounded time, then fine-tune on an
-SST-2 subset, against the same config from random init. Writes OUT/transfer.md and OUT/summary.json.
+SST-2 subset, against the same config from random init. Writes OUT/transfer-nN.md and OUT/summary-nN.json.
+Re-running with the same OUT and budget reuses the finished pretraining run (it resumes at its last step), so
+other --train-examples sizes cost only the fine-tuning.
 
     python experiments/sst2_transfer.py --minutes 15 --out runs/transfer
 
@@ -64,9 +66,16 @@ def main() -> None:
         steps = max(50, int(args.minutes * 60 / ((time.perf_counter() - t0) / 6)))
     cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 20,
                          eval_every=max(1, steps // 5), save_every=steps)
-    t0 = time.perf_counter()
-    result = pretrain(cfg)
-    pretrain_minutes = (time.perf_counter() - t0) / 60
+    record = out / "pretrain-record.json"  # what the pretraining cost and scored, kept for re-runs
+    if record.is_file() and json.loads(record.read_text())["steps"] == steps:
+        saved = json.loads(record.read_text())
+        result, pretrain_minutes = saved["eval"], saved["minutes"]
+    else:
+        t0 = time.perf_counter()
+        result = pretrain(cfg)
+        pretrain_minutes = (time.perf_counter() - t0) / 60
+        record.write_text(json.dumps({"steps": steps, "lr": args.lr, "minutes": pretrain_minutes, "eval": result},
+                                     indent=2, default=str))
     pretrained = out / "pretrain" / f"checkpoint-{steps}"
 
     random_dir = out / "random-init"
@@ -79,14 +88,15 @@ def main() -> None:
         for name, model_dir in (("pretrained", pretrained), ("random-init", random_dir)):
             for seed in range(args.seeds):
                 r = finetune(FinetuneConfig(task="sst-2", model=str(model_dir), data=str(data / "glue" / "SST-2"),
-                                            out=str(out / f"sst2-{name}-lr{lr:g}-{seed}"), seed=seed, lr=lr,
+                                            out=str(out / f"sst2-n{args.train_examples}-{name}-lr{lr:g}-{seed}"),
+                                            seed=seed, lr=lr,
                                             batch_size=32, steps=args.finetune_steps, warmup_ratio=0.1,
                                             max_seq_length=64, max_train_examples=args.train_examples,
                                             eval_every=100))
                 scores.setdefault((name, lr), []).append(r["best"]["accuracy"])
     summary = {"pretrain_steps": steps, "pretrain_minutes": pretrain_minutes, "pretrain_eval": result,
                "sst2_dev_accuracy": {f"{n} lr {lr:g}": v for (n, lr), v in scores.items()}, "args": vars(args)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / f"summary-n{args.train_examples}.json").write_text(json.dumps(summary, indent=2, default=str))
     budget = f"--steps {args.steps}" if args.steps else f"--minutes {args.minutes}"
     threads = f" --threads {args.threads}" if args.threads else ""
     lines = ["# Does pretraining help? SST-2 transfer at small scale", "",
@@ -104,7 +114,7 @@ def main() -> None:
     for (name, lr), vals in scores.items():
         lines.append(f"| {name} | {lr:g} | {', '.join(f'{v:.3f}' for v in vals)} | "
                      f"{statistics.mean(vals):.3f} ± {statistics.pstdev(vals):.3f} |")
-    (out / "transfer.md").write_text("\n".join(lines) + "\n")
+    (out / f"transfer-n{args.train_examples}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
