@@ -109,13 +109,15 @@ def variant_config(cfg: AblateConfig, variant: Variant) -> AlbertConfig:
     return AlbertConfig(vocab_size=cfg.vocab_size, **{**cfg.base, **variant.model})
 
 
-def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Variant, steps: int, write: bool = True):
-    """The variant's PretrainConfig; with `write`, its model config is written to run_dir/model_config.json."""
+def write_model_config(cfg: AblateConfig, variant: Variant, run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    variant_config(cfg, variant).to_json(run_dir / "model_config.json")
+
+
+def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Variant, steps: int):
+    """The variant's PretrainConfig, reading its model config from run_dir/model_config.json."""
     from litebert.pretrain import PretrainConfig
 
-    if write:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        variant_config(cfg, variant).to_json(run_dir / "model_config.json")
     train = dict(model=str(run_dir / "model_config.json"), data=str(data / "store"), tokenizer=str(data / "tokenizer"),
                  out=str(run_dir / "pretrain"), steps=steps, batch_size=cfg.batch_size,
                  micro_batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, lr=cfg.lr,
@@ -137,6 +139,7 @@ def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
         if saved.get("key") == key:
             return int(saved["steps"])
     probe = Path(cfg.out) / "_probe"
+    write_model_config(cfg, Variant("base"), probe)
     pc = dataclasses.replace(pretrain_config(cfg, data, probe, Variant("base"), steps=7), log_every=1,
                              save_every=1000, eval_batches=1, resume="none")
     t0 = time.perf_counter()
@@ -187,7 +190,7 @@ def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int, wai
     left alone (None) so the caller can do other variants first."""
     view = Path(cfg.out) / cfg.suite / f"{variant.name}.json"
     config = variant_config(cfg, variant)
-    run_dir = Path(cfg.out) / "_runs" / run_id(config, pretrain_config(cfg, data, Path(), variant, steps, write=False))
+    run_dir = Path(cfg.out) / "_runs" / run_id(config, pretrain_config(cfg, data, Path(), variant, steps))
     done = run_dir / "result.json"
     with run_lock(run_dir, wait) as mine:
         if not mine:
@@ -225,6 +228,7 @@ def train_and_score(cfg: AblateConfig, data: Path, variant: Variant, steps: int,
     from litebert.params import count_parameters
     from litebert.pretrain import evaluate_checkpoint, pretrain
 
+    write_model_config(cfg, variant, run_dir)
     pc = pretrain_config(cfg, data, run_dir, variant, steps)
     t0 = time.perf_counter()
     last = pretrain(pc)
@@ -284,26 +288,17 @@ def run_scale(cfg: AblateConfig) -> list[dict[str, Any]]:
 
 
 def measure_train_throughput(config: AlbertConfig, seq_len: int, batch: int, precision: str, steps: int = 3) -> float:
-    import torch
-
-    from litebert.device import autocast, pick_device, resolve_precision
-    from litebert.model import AlbertForPreTraining
-    from litebert.optim import build_optimizer
+    """Tokens/s of a full pretraining step (sparse MLM head, SOP, LAMB), median of `steps` after a warm-up."""
+    from litebert.bench import ours_pretrain_step, synthetic_pretraining_batch
+    from litebert.device import pick_device, resolve_precision
 
     device = pick_device()
-    precision = resolve_precision(precision, device)
-    model = AlbertForPreTraining(config).to(device)
-    opt = build_optimizer(model, "lamb", lr=1e-4)
-    ids = torch.randint(5, config.vocab_size, (batch, seq_len), device=device)
-    pos = torch.randint(0, seq_len, (batch, 20), device=device)
+    step = ours_pretrain_step(config, synthetic_pretraining_batch(config, batch, seq_len, predictions=20), device,
+                              resolve_precision(precision, device))
     times = []
     for _ in range(steps + 1):
         t0 = time.perf_counter()
-        with autocast(precision, device):
-            out = model(ids, masked_positions=pos)
-        (out.mlm_logits.float().logsumexp(-1).mean() + out.sop_logits.float().sum()).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        step()
         times.append(time.perf_counter() - t0)
     return batch * seq_len / statistics.median(times[1:])
 

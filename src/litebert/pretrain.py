@@ -385,9 +385,9 @@ def check_run_dir_matches(run: Run) -> None:
                                 "use a new --out")
         if before.get("model_config") != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
-    from litebert.pretrained import _atomic
+    from litebert.pretrained import atomic_write
 
-    _atomic(path, lambda tmp: tmp.write_text(json.dumps(now, indent=2) + "\n"))  # a full disk: CheckpointError
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(now, indent=2) + "\n"))  # a full disk: CheckpointError
 
 
 def resume_from(run: Run) -> None:

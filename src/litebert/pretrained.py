@@ -68,7 +68,9 @@ def _write_safetensors(tensors: dict[str, torch.Tensor], file: Path) -> None:
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(file), metadata={"format": "pt"})
 
 
-def _atomic(file: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(file: Path, write: Callable[[Path], None]) -> None:
+    """write(tmp) then rename over `file`: readers see the old file or the new one, never half of one. An OSError
+    (full disk, read-only) becomes a CheckpointError naming the file, and the temporary is removed."""
     tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
     try:
         write(tmp)
@@ -124,7 +126,7 @@ def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=Non
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     for name, write in model_files(model, format).items():
-        _atomic(path / name, write)
+        atomic_write(path / name, write)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
 
