@@ -522,9 +522,8 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     run.optimizer.zero_grad(set_to_none=True)
     lr = run.scheduler.get_last_lr()[0]
     with warnings.catch_warnings():
-        # A skipped first update trips torch's "scheduler.step() before optimizer.step()" warning; moving the
-        # schedule on regardless is intended (the step counts, its update does not).
-        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+        if skipped:  # torch warns "scheduler.step() before optimizer.step()"; moving the schedule on is intended
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
         run.scheduler.step()
     n_ranks_pairs = counts[1].item()
     # Each rank's sums are its share of the global means (divided by the global counts): their sum is the mean.
