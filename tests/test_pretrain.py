@@ -173,6 +173,32 @@ def test_a_training_state_that_is_not_ours_is_refused(tiny_data, finished_run, t
     assert "trainer_state.pt: not a litebert pretraining state (missing ['optimizer'" in capsys.readouterr().err
 
 
+# --------------------------------------------------------------------------------------------- budgets
+
+
+def test_step_timing_leaves_out_set_up_and_cleans_up(tiny_data, tmp_path, monkeypatch):
+    """A time budget becomes a step count from per-step time alone: a slow set-up (here, a 1 s calibration GEMM,
+    called twice) must not count. Timing set-up in, as the demo once did, gives >= 2 s / 8 steps = 0.25 s."""
+    import time
+
+    import litebert.pretrain as pretrain_module
+    from litebert.errors import ConfigError
+    from litebert.pretrain import measure_seconds_per_step
+
+    def slow_calibration(*args, **kwargs):
+        time.sleep(1.0)
+        return 1e12
+
+    monkeypatch.setattr(pretrain_module, "measure_peak_flops", slow_calibration)
+    cfg = PretrainConfig(**config_args(tiny_data, tmp_path / "probe"))
+    per_step = measure_seconds_per_step(cfg, steps=8)
+    assert 0 < per_step < 0.2, per_step
+    assert not (tmp_path / "probe").exists()  # the throw-away run is gone
+    (tmp_path / "probe").mkdir()
+    with pytest.raises(ConfigError, match="fresh directory"):
+        measure_seconds_per_step(cfg)  # never deletes a directory it did not make
+
+
 # --------------------------------------------------------------------------------------------- learning
 
 

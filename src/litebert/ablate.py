@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import shutil
 import statistics
 import sys
 import time
@@ -127,9 +128,9 @@ def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Varia
 
 
 def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
-    """How many steps the base model runs in --budget-minutes (time 6 steps, drop the set-up). Probed once per DIR
-    and kept in _data/steps.json, so every suite of one study gets the same step count."""
-    from litebert.pretrain import pretrain
+    """How many steps the base model runs in --budget-minutes (timed by `measure_seconds_per_step`). Probed once
+    per DIR and kept in _data/steps.json, so every suite of one study gets the same step count."""
+    from litebert.pretrain import measure_seconds_per_step
 
     record = data / "steps.json"
     key = {"base": cfg.base, "vocab_size": cfg.vocab_size, "batch_size": cfg.batch_size,
@@ -139,16 +140,9 @@ def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
         if saved.get("key") == key:
             return int(saved["steps"])
     probe = Path(cfg.out) / "_probe"
+    shutil.rmtree(probe, ignore_errors=True)  # left by an interrupted probe
     write_model_config(cfg, Variant("base"), probe)
-    pc = dataclasses.replace(pretrain_config(cfg, data, probe, Variant("base"), steps=7), log_every=1,
-                             save_every=1000, eval_batches=1, resume="none")
-    t0 = time.perf_counter()
-    pretrain(dataclasses.replace(pc, steps=1))  # set-up and first-step costs, not part of the per-step time
-    t1 = time.perf_counter()
-    pretrain(dataclasses.replace(pc, out=str(probe / "timed")))
-    per_step = max((time.perf_counter() - t1) - (t1 - t0), 1e-3) / 6
-    import shutil
-
+    per_step = measure_seconds_per_step(pretrain_config(cfg, data, probe, Variant("base"), steps=8), steps=8)
     shutil.rmtree(probe, ignore_errors=True)
     steps = max(10, int(cfg.budget_minutes * 60 / per_step))
     record.write_text(json.dumps({"key": key, "steps": steps, "seconds_per_step": per_step}, indent=2) + "\n")

@@ -70,7 +70,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     speed and set the step count (or pass `steps`), so the demo ends in about minutes + 2 however fast the CPU."""
     from litebert.data.store import build_store
     from litebert.inference import fill_mask
-    from litebert.pretrain import PretrainConfig, pretrain
+    from litebert.pretrain import PretrainConfig, measure_seconds_per_step, pretrain
     from litebert.tokenizer import train_sentencepiece
 
     out = Path(out)
@@ -93,11 +93,9 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     base = dict(model="albert-tiny", data=str(out / "store"), batch_size=64, micro_batch_size=64, max_seq_length=64,
                 max_predictions_per_seq=10, lr=5e-3, seed=seed, eval_batches=20)
     if steps is None:
-        probe = PretrainConfig(**base, out=str(out / "probe"), steps=8, log_every=8, save_every=1000, resume="none")
-        start = time.perf_counter()
-        pretrain(probe)
-        steps = max(50, int(minutes * 60 / ((time.perf_counter() - start) / 8)))
-        shutil.rmtree(out / "probe", ignore_errors=True)
+        shutil.rmtree(out / "probe", ignore_errors=True)  # left by an interrupted demo
+        per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "probe")), steps=10)
+        steps = max(50, int(minutes * 60 / per_step))
     cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 10,
                          log_every=max(1, steps // 20), eval_every=max(1, steps // 4), save_every=steps,
                          resume="auto")

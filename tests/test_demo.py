@@ -1,0 +1,15 @@
+"""`litebert demo` end to end with no shared data: a tiny time budget still runs every stage for real."""
+
+from pathlib import Path
+
+from litebert.demo import FILL_MASK_EXAMPLES, run_demo
+
+
+def test_demo_runs_every_stage_offline(tmp_path, capsys):
+    result = run_demo(tmp_path / "demo", minutes=0.01, vocab_size=2000)
+    checkpoint = Path(result["checkpoint"])
+    assert checkpoint.name == "checkpoint-50"  # the floor: 0.6 s of budget is fewer steps than that
+    assert (checkpoint / "model.safetensors").is_file() and not (tmp_path / "demo" / "probe").exists()
+    assert 0 <= result["eval_mlm_acc"] <= 1 and 0 <= result["eval_sop_acc"] <= 1
+    printed = capsys.readouterr().out
+    assert printed.count("    -> ") == len(FILL_MASK_EXAMPLES)  # one line of top-5 answers per example
