@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from litebert.errors import CheckpointError, ConfigError
+from litebert.files import fsync_dir
 
 # torch and safetensors are imported inside the functions that need them: finding and cleaning checkpoints
 # (the CLI's `--resume auto`, the crash tests' subprocesses) should not pay for importing torch.
@@ -87,10 +88,10 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, writers: Mapping[str,
                 raise CheckpointError(f"{path}: the writer for {name!r} returned without creating the file")
             files[name] = _sync_and_describe(path)
         _write_commit(tmp, {"format": FORMAT, "version": 1, "step": step, "files": files})
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         aside = _move_into_place(tmp, final)
         committed = True
-        _fsync_dir(run_dir)
+        fsync_dir(run_dir)
     except OSError as e:
         if committed:
             raise CheckpointError(f"{run_dir}: {final.name} was written but syncing the directory failed ({e}); "
@@ -140,20 +141,6 @@ def _write_commit(directory: Path, manifest: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make renames and new entries in `path` durable. Windows cannot open directories; there is nothing to do."""
-    if os.name == "nt":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as e:  # some network file systems refuse fsync on directories
-        if e.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
-
 def _move_into_place(tmp: Path, final: Path) -> Path | None:
     """Rename the finished temp dir to `final`. An existing `final` is first renamed aside; return that path.
 
@@ -194,7 +181,7 @@ def _prune(run_dir: Path, step: int, keep: int) -> None:
         _remove_tree(trash)
     if victims:
         try:
-            _fsync_dir(run_dir)
+            fsync_dir(run_dir)
         except OSError as e:
             log.warning("could not fsync %s after pruning: %s", run_dir, e)
 
@@ -337,7 +324,7 @@ def cleanup_incomplete(run_dir: str | os.PathLike) -> list[Path]:
                                   "delete it by hand") from e
         removed.append(path)
     if removed:
-        _fsync_dir(run_dir)
+        fsync_dir(run_dir)
     return removed
 
 

@@ -385,7 +385,7 @@ def check_run_dir_matches(run: Run) -> None:
                                 "use a new --out")
         if before.get("model_config") != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
-    from litebert.pretrained import atomic_write
+    from litebert.files import atomic_write
 
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(now, indent=2) + "\n"))  # a full disk: CheckpointError
 

@@ -12,7 +12,6 @@ that is missing or has the wrong shape is an error naming the file and the tenso
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +20,7 @@ import torch
 from litebert.config import AlbertConfig
 from litebert.convert import hf_to_ours, needs_projection, ours_to_hf
 from litebert.errors import CheckpointError, LitebertError
+from litebert.files import atomic_write
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -66,27 +66,6 @@ def _write_safetensors(tensors: dict[str, torch.Tensor], file: Path) -> None:
     from safetensors.torch import save_file
 
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(file), metadata={"format": "pt"})
-
-
-def atomic_write(file: Path, write: Callable[[Path], None]) -> None:
-    """write(tmp) then rename over `file`: readers see the old file or the new one, never half of one. An OSError
-    (full disk, read-only) becomes a CheckpointError naming the file, and the temporary is removed."""
-    tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        _fsync(tmp)
-        os.replace(tmp, file)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CheckpointError(f"{file}: cannot write ({exc.strerror or exc})") from None
-
-
-def _fsync(file: Path) -> None:
-    fd = os.open(file, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def model_files(model, format: str = "auto") -> dict[str, Callable[[Path], None]]:

@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from litebert.errors import ConfigError, TokenizerError, where
+from litebert.files import atomic_write_bytes
 
 SPIECE_UNDERLINE = "▁"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -354,13 +355,13 @@ class _TokenizerBase:
         out.mkdir(parents=True, exist_ok=True)
         target = out / self.vocab_file_name
         if not (target.exists() and target.samefile(self.vocab_file)):
-            _write_atomic(target, self.vocab_file.read_bytes())
+            atomic_write_bytes(target, self.vocab_file.read_bytes())
         specials = self.special_tokens()
         config = {"tokenizer_class": self.tokenizer_class, **self.settings(), **specials,
                   "model_max_length": MODEL_MAX_LENGTH}
         config.pop("max_input_chars_per_word", None)  # ours only (it is in settings() for the fingerprint)
-        _write_atomic(out / TOKENIZER_CONFIG, json.dumps(config, indent=2, ensure_ascii=False).encode())
-        _write_atomic(out / SPECIAL_TOKENS_MAP, json.dumps(specials, indent=2, ensure_ascii=False).encode())
+        atomic_write_bytes(out / TOKENIZER_CONFIG, json.dumps(config, indent=2, ensure_ascii=False).encode())
+        atomic_write_bytes(out / SPECIAL_TOKENS_MAP, json.dumps(specials, indent=2, ensure_ascii=False).encode())
         return out
 
     @classmethod
@@ -375,12 +376,6 @@ class _TokenizerBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.vocab_file)!r}, vocab_size={self.vocab_size}, {self.settings()})"
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _read_config(directory: Path) -> dict:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from litebert.errors import ConfigError, CorpusError, LitebertError, TokenizerError
-from litebert.tokenizer import AlbertTokenizer, _write_atomic, preprocess_text
+from litebert.files import atomic_write_bytes
+from litebert.tokenizer import AlbertTokenizer, preprocess_text
 
 # The spm_train command of the google-research/albert README. Any key can be overridden.
 ALBERT_SPM_SETTINGS: dict = {
@@ -95,12 +96,12 @@ def train_sentencepiece(inputs: str | os.PathLike | Sequence[str | os.PathLike],
                              f"--vocab-size or --spm hard_vocab_limit=false)") from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / AlbertTokenizer.vocab_file_name, model.getvalue())
+    atomic_write_bytes(out / AlbertTokenizer.vocab_file_name, model.getvalue())
     tok = AlbertTokenizer(out / AlbertTokenizer.vocab_file_name, do_lower_case=do_lower_case)
     tok.save_pretrained(out)
     result = TrainResult(out, tok.vocab_size, reader.stats.files, counts["sentences"], counts["too_long"],
                          reader.stats.bad_utf8_lines)
     record = {"inputs": [str(p) for p in reader.files], "settings": settings, "do_lower_case": do_lower_case,
               "seed": seed, "counts": {k: v for k, v in asdict(result).items() if k != "out_dir"}}
-    _write_atomic(out / "spm_train.json", json.dumps(record, indent=2, ensure_ascii=False).encode())
+    atomic_write_bytes(out / "spm_train.json", json.dumps(record, indent=2, ensure_ascii=False).encode())
     return result

@@ -23,7 +23,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import sys
 import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
@@ -38,6 +37,7 @@ import numpy as np
 
 from litebert.data.corpus import Chunk, CorpusReader, split_sentences
 from litebert.errors import CorpusError, TokenizerError
+from litebert.files import fsync_dir
 
 FORMAT = "litebert-token-store"
 VERSION = 1
@@ -437,7 +437,7 @@ def build_store(
         tok.save_pretrained(tmp / "tokenizer")
         _write_json(tmp / "stats.json", stats)
         _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         _swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -505,15 +505,6 @@ def _write_json(path: Path, obj: dict) -> None:
         os.fsync(f.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
-    if sys.platform != "win32":
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _swap_into_place(tmp: Path, out: Path) -> None:
     """Rename tmp to out; an existing out (overwrite) is moved aside first and deleted after."""
     old = None
@@ -521,7 +512,7 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
         old = out.parent / f".{out.name}.old-{os.getpid()}"
         os.replace(out, old)
     os.replace(tmp, out)
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
