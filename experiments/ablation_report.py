@@ -62,17 +62,25 @@ def main() -> None:
     study, out = Path(args.study), Path(args.out)
     figures = out.parent / "ablations"
     figures.mkdir(parents=True, exist_ok=True)
-    steps = json.loads((study / "_data" / "steps.json").read_text())
-    base = steps["key"]["base"]
-    block = [BEGIN, "", f"Command: `{args.command}` (one per suite, same DIR). Base model {base}, vocab "
-             f"{steps['key']['vocab_size']}, batch {steps['key']['batch_size']} x seq "
-             f"{steps['key']['max_seq_length']}, {steps['steps']} steps per variant (the "
-             f"{steps['key']['budget_minutes']}-minute budget, probed once). Accuracies in %.", ""]
-    for suite in ("objective", "sharing", "embedding", "dropout"):
-        path = study / suite / "results.json"
-        if not path.is_file():
-            continue
-        results = json.loads(path.read_text())
+    suites = {suite: json.loads((study / suite / "results.json").read_text())
+              for suite in ("objective", "sharing", "embedding", "dropout")
+              if (study / suite / "results.json").is_file()}
+    if not suites:
+        raise SystemExit(f"{study}: no suite results (run `litebert ablate SUITE --out {study}` first)")
+    first = next(r for results in suites.values() for r in results if "run_dir" in r and "steps" in r)
+    config = json.loads((Path(first["run_dir"]) / "model_config.json").read_text())
+    base = {k: config[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")}
+    run = json.loads((Path(first["run_dir"]) / "pretrain" / "run.json").read_text())["train"]
+    steps = {r["steps"] for results in suites.values() for r in results if "steps" in r}
+    if len(steps) != 1:
+        raise SystemExit(f"{study}: suites ran different step counts {sorted(steps)}; report one study at a time")
+    steps_n = steps.pop()
+    tokens = steps_n * run["batch_size"] * run["max_seq_length"]
+    block = [BEGIN, "", f"Command: `{args.command}` (one per suite, same DIR). Every variant: {base}, E and "
+             f"sharing as named (the base is all-shared, E 128, SOP), vocab {config['vocab_size']}, batch "
+             f"{run['batch_size']} x seq {run['max_seq_length']}, LAMB lr {run['lr']}, {steps_n} steps per variant "
+             f"({tokens / 1e6:.1f}M tokens). Accuracies in %.", ""]
+    for suite, results in suites.items():
         block += [f"### {suite}", ""] + suite_table(suite, results, base["hidden_size"]) + [""]
         seconds = [r["pretrain_seconds"] for r in results if r.get("pretrain_seconds")]
         if seconds:
