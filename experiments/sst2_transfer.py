@@ -67,7 +67,7 @@ def main() -> None:
         per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "probe")))
         steps = max(50, int(args.minutes * 60 / per_step))
     cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 20,
-                         eval_every=max(1, steps // 5), save_every=steps)
+                         eval_every=max(1, steps // 5), save_every=min(steps, 500))  # resumable when cut off
     record = out / "pretrain-record.json"  # what the pretraining cost and scored, kept for re-runs
     if record.is_file() and json.loads(record.read_text())["steps"] == steps:
         saved = json.loads(record.read_text())
