@@ -53,6 +53,26 @@ def suite_table(suite: str, results: list[dict], hidden: int) -> list[str]:
     return lines
 
 
+def seed_spread(study: Path, suite: str, results: list[dict]) -> list[str]:
+    """Variants re-run with other pretraining seeds (DIR/SUITE-seedS from `--pretrain-seed S`), next to seed 0:
+    the seed-to-seed spread that the single-seed table cannot show."""
+    rows = []
+    for other in sorted(study.glob(f"{suite}-seed*/results.json")):
+        seed = other.parent.name.rsplit("-seed", 1)[1]
+        by_name = {r["variant"]: r for r in results}
+        for r in json.loads(other.read_text()):
+            if r["variant"] in by_name and "mlm_acc" in r:
+                r0 = by_name[r["variant"]]
+                rows.append(f"| {r['variant']} | 0 / {seed} | " + " | ".join(
+                    f"{pct(r0.get(k))} / {pct(r.get(k))}" for k in ("mlm_acc", "sop_acc", "nsp_acc", "sst2_acc_mean"))
+                    + " |")
+    if not rows:
+        return []
+    return ["Pretraining seeds: the same variants trained again with another seed (`--pretrain-seed`).", "",
+            "| variant | pretraining seeds | MLM acc | SOP acc | NSP acc | SST-2 mean |", "|---|---|---|---|---|---|",
+            *rows, ""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("study", help="the --out DIR of the ablate runs")
@@ -82,6 +102,7 @@ def main() -> None:
              f"({tokens / 1e6:.1f}M tokens). Accuracies in %.", ""]
     for suite, results in suites.items():
         block += [f"### {suite}", ""] + suite_table(suite, results, base["hidden_size"]) + [""]
+        block += seed_spread(study, suite, results)
         seconds = [r["pretrain_seconds"] for r in results if r.get("pretrain_seconds")]
         if seconds:
             block += [f"Pretraining wall time per variant: median {statistics.median(seconds) / 60:.1f} min.", ""]

@@ -41,6 +41,13 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data):
     assert dropout[1]["run_dir"] != dropout[0]["run_dir"] and dropout[1]["steps"] == 3
     runs = sorted(p.name for p in (out / "_runs").iterdir())
     assert len(runs) == 5, runs  # none, nsp, sop(=dropout-0), dropout-0.1, random-init
+    # a second pretraining seed re-trains every variant into its own runs and its own suite folder
+    assert main(["ablate", "dropout", *argv[2:], "--pretrain-seed", "1"]) == 0
+    seed1 = json.loads((out / "dropout-seed1" / "results.json").read_text())
+    assert [r["variant"] for r in seed1] == ["dropout-0", "dropout-0.1", "random-init"]
+    assert all("-seed1-" in Path(r["run_dir"]).name for r in seed1[:2])
+    assert seed1[0]["mlm_acc"] != dropout[0]["mlm_acc"] or seed1[0]["final_loss"] != dropout[0]["final_loss"]
+    assert seed1[2]["run_dir"] == dropout[2]["run_dir"]  # random init does not depend on the pretraining seed
 
 
 def test_sharing_suite_variants():

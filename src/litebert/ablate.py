@@ -83,6 +83,12 @@ class AblateConfig:
     hidden_size: int = BASE["hidden_size"]  # the base model's H (heads of 64, FFN 4H)
     num_layers: int = BASE["num_hidden_layers"]
     threads: int | None = None  # torch threads for every run (default: torch's choice)
+    pretrain_seed: int = 0  # another seed re-runs every variant: the seed-to-seed spread of the pretraining
+
+    @property
+    def suite_dir(self) -> Path:
+        """Where the suite's views, table and plots go: DIR/SUITE, or DIR/SUITE-seedS for pretraining seed S > 0."""
+        return Path(self.out) / (self.suite if self.pretrain_seed == 0 else f"{self.suite}-seed{self.pretrain_seed}")
 
     @property
     def base(self) -> dict[str, Any]:
@@ -123,7 +129,8 @@ def pretrain_config(cfg: AblateConfig, data: Path, run_dir: Path, variant: Varia
                  out=str(run_dir / "pretrain"), steps=steps, batch_size=cfg.batch_size,
                  micro_batch_size=cfg.batch_size, max_seq_length=cfg.max_seq_length, lr=cfg.lr,
                  warmup_steps=max(1, steps // 20), log_every=max(1, steps // 50), save_every=max(1, steps // 4),
-                 eval_every=0, eval_batches=40, precision=cfg.precision, keep=1, seed=0, threads=cfg.threads)
+                 eval_every=0, eval_batches=40, precision=cfg.precision, keep=1, seed=cfg.pretrain_seed,
+                 threads=cfg.threads)
     return PretrainConfig(**{**train, **variant.train})
 
 
@@ -155,7 +162,7 @@ def run_id(config: AlbertConfig, pc) -> str:
                                                      if k not in ("model", "out", "threads", "resume")}}
     digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return (f"{config.sharing}-E{config.embedding_size}-H{config.hidden_size}-L{config.num_hidden_layers}-"
-            f"{pc.objective}-dropout{pc.dropout:g}-{pc.steps}steps-{digest}")
+            f"{pc.objective}-dropout{pc.dropout:g}-{pc.steps}steps{f'-seed{pc.seed}' if pc.seed else ''}-{digest}")
 
 
 def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, Any]:
@@ -182,7 +189,7 @@ def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, 
 def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int, wait: bool = True) -> dict | None:
     """Train and score one variant, or read its finished run. With wait=False, a run another process holds is
     left alone (None) so the caller can do other variants first."""
-    view = Path(cfg.out) / cfg.suite / f"{variant.name}.json"
+    view = cfg.suite_dir / f"{variant.name}.json"
     config = variant_config(cfg, variant)
     run_dir = Path(cfg.out) / "_runs" / run_id(config, pretrain_config(cfg, data, Path(), variant, steps))
     done = run_dir / "result.json"
@@ -302,7 +309,7 @@ def ablate(cfg: AblateConfig) -> Path:
         import torch
 
         torch.set_num_threads(cfg.threads)
-    out = Path(cfg.out) / cfg.suite
+    out = cfg.suite_dir
     out.mkdir(parents=True, exist_ok=True)
     if cfg.suite == "scale":
         results = run_scale(cfg)

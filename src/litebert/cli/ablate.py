@@ -22,6 +22,8 @@ def register(sub) -> None:
     p.add_argument("--hidden-size", type=int, default=256, help="H of the base model (heads of 64, FFN 4H)")
     p.add_argument("--layers", type=int, default=6, help="layers of the base model")
     p.add_argument("--threads", type=int, help="torch threads per run (default: torch's choice)")
+    p.add_argument("--pretrain-seed", type=int, default=0, help="pretraining seed of every variant; a second "
+                   "seed in the same DIR writes DIR/SUITE-seedS, the seed-to-seed spread")
     p.set_defaults(func=run)
 
 
@@ -37,6 +39,6 @@ def run(args) -> int:
                        finetune_train_examples=args.finetune_train_examples, finetune_steps=args.finetune_steps,
                        finetune_lr=args.finetune_lr,
                        precision=args.precision, hidden_size=args.hidden_size, num_layers=args.layers,
-                       threads=args.threads)
+                       threads=args.threads, pretrain_seed=args.pretrain_seed)
     print(ablate(cfg))
     return 0
