@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import json
 import math
 import os
@@ -744,6 +745,12 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
             save(run)
     result = {**last, **log_eval(run, log)}
     if d.world > 1:
+        # Drop the DDP wrapper (its reducer holds the process group and pending work objects) before the group
+        # itself: the other order can leave gloo threads to be torn down at interpreter exit, and once, under
+        # heavy load, a rank aborted there after a finished run.
+        run.model = None
+        del run
+        gc.collect()
         dist.destroy_process_group()
     return result
 
