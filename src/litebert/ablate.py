@@ -33,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
@@ -361,6 +361,11 @@ def write_report(cfg: AblateConfig, results: list[dict[str, Any]], out: Path) ->
     (out / "results.md").write_text("\n".join(text) + "\n")
 
 
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    """Trailing mean over up to `window` values: training-batch losses are noisy at batch 32."""
+    return [statistics.fmean(values[max(0, i - window + 1): i + 1]) for i in range(len(values))]
+
+
 def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     try:
         import matplotlib
@@ -381,6 +386,8 @@ def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
             ax.bar(range(len(names)), values, yerr=errors, capsize=3)
             ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
             ax.set_title(key)
+            if key in ("sop_acc", "nsp_acc"):
+                ax.axhline(0.5, ls="--", lw=1, color="gray")  # chance
         fig.tight_layout()
         paths.append(out / "bars.png")
         fig.savefig(paths[-1], dpi=100)
@@ -391,11 +398,14 @@ def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6, 4))
         for name, path in curves:
             rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            points = [(r["step"], r["loss"]) for r in rows if r.get("loss") is not None and math.isfinite(r["loss"])]
+            # MLM loss, not the total: the total adds a pair loss that objective "none" does not have
+            points = [(r["step"], r["mlm_loss"]) for r in rows
+                      if r.get("mlm_loss") is not None and math.isfinite(r["mlm_loss"])]
             if points:
-                ax.plot(*zip(*points), label=name)
+                steps, losses = zip(*points)
+                ax.plot(steps, moving_average(losses, 5), label=name)
         ax.set_xlabel("step")
-        ax.set_ylabel("pretraining loss")
+        ax.set_ylabel("training MLM loss (mean of 5 logs)")
         ax.legend(fontsize=7)
         fig.tight_layout()
         paths.append(out / "curves.png")
