@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from litebert.cli import main
 
 
@@ -81,3 +83,26 @@ def test_run_lock_makes_a_second_worker_wait(tmp_path):
         order.append("first done")
     t.join(5)
     assert order == ["first done", "second"]
+
+
+def test_cached_result_computes_once_and_redoes_a_crashed_run(tmp_path):
+    """A finished run is read back, never recomputed; a run that died midway left no result.json and is redone."""
+    from litebert.ablate import cached_result
+
+    calls = []
+
+    def crash():
+        calls.append("crash")
+        raise KeyboardInterrupt  # a session cut off mid-run
+
+    def finish():
+        calls.append("finish")
+        return {"mlm_acc": 0.25}
+
+    with pytest.raises(KeyboardInterrupt):
+        cached_result(tmp_path / "run", crash)
+    assert not (tmp_path / "run" / "result.json").exists()
+    assert cached_result(tmp_path / "run", finish) == {"mlm_acc": 0.25}
+    assert cached_result(tmp_path / "run", finish) == {"mlm_acc": 0.25}
+    assert calls == ["crash", "finish"]
+    assert [p.name for p in (tmp_path / "run").iterdir() if p.name != ".lock"] == ["result.json"]  # no temp left

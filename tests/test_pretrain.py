@@ -179,6 +179,7 @@ def test_a_training_state_that_is_not_ours_is_refused(tiny_data, finished_run, t
 def test_step_timing_leaves_out_set_up_and_cleans_up(tiny_data, tmp_path, monkeypatch):
     """A time budget becomes a step count from per-step time alone: a slow set-up (here, a 1 s calibration GEMM,
     called twice) must not count. Timing set-up in, as the demo once did, gives >= 2 s / 8 steps = 0.25 s."""
+    import tempfile
     import time
 
     import litebert.pretrain as pretrain_module
@@ -190,13 +191,17 @@ def test_step_timing_leaves_out_set_up_and_cleans_up(tiny_data, tmp_path, monkey
         return 1e12
 
     monkeypatch.setattr(pretrain_module, "measure_peak_flops", slow_calibration)
-    cfg = PretrainConfig(**config_args(tiny_data, tmp_path / "probe"))
+    user_run = tmp_path / "run"
+    (user_run / "checkpoint-5").mkdir(parents=True)  # a real run of the user's, which the probe must not touch
+    (user_run / "checkpoint-5" / "model.safetensors").write_bytes(b"weights")
+    cfg = PretrainConfig(**config_args(tiny_data, user_run))
+    probes_before = set(Path(tempfile.gettempdir()).glob("litebert-probe-*"))
     per_step = measure_seconds_per_step(cfg, steps=8)
     assert 0 < per_step < 0.2, per_step
-    assert not (tmp_path / "probe").exists()  # the throw-away run is gone
-    (tmp_path / "probe").mkdir()
-    with pytest.raises(ConfigError, match="fresh directory"):
-        measure_seconds_per_step(cfg)  # never deletes a directory it did not make
+    assert set(Path(tempfile.gettempdir()).glob("litebert-probe-*")) == probes_before  # the throw-away run is gone
+    assert sorted(p.name for p in user_run.rglob("*")) == ["checkpoint-5", "model.safetensors"]
+    with pytest.raises(ConfigError, match="at least 3 steps"):
+        measure_seconds_per_step(cfg, steps=2)
 
 
 # --------------------------------------------------------------------------------------------- learning

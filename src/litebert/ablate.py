@@ -27,16 +27,17 @@ import dataclasses
 import hashlib
 import json
 import math
-import shutil
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
+from litebert.files import atomic_write_bytes
 
 BASE = dict(embedding_size=128, hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024,
             max_position_embeddings=512)
@@ -146,11 +147,9 @@ def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
         saved = json.loads(record.read_text())
         if saved.get("key") == key:
             return int(saved["steps"])
-    probe = Path(cfg.out) / "_probe"
-    shutil.rmtree(probe, ignore_errors=True)  # left by an interrupted probe
-    write_model_config(cfg, Variant("base"), probe)
-    per_step = measure_seconds_per_step(pretrain_config(cfg, data, probe, Variant("base"), steps=8), steps=8)
-    shutil.rmtree(probe, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="litebert-ablate-") as tmp:  # holds the base model's config
+        write_model_config(cfg, Variant("base"), Path(tmp))
+        per_step = measure_seconds_per_step(pretrain_config(cfg, data, Path(tmp), Variant("base"), steps=8), steps=8)
     steps = max(10, int(cfg.budget_minutes * 60 / per_step))
     record.write_text(json.dumps({"key": key, "steps": steps, "seconds_per_step": per_step}, indent=2) + "\n")
     return steps
@@ -165,23 +164,35 @@ def run_id(config: AlbertConfig, pc) -> str:
             f"{pc.objective}-dropout{pc.dropout:g}-{pc.steps}steps{f'-seed{pc.seed}' if pc.seed else ''}-{digest}")
 
 
+def finetune_sst2(checkpoint: Path, out_prefix: Path, glue: Path, *, seeds: int, lr: float, steps: int,
+                  train_examples: int | None, eval_every: int, precision: str = "auto",
+                  threads: int | None = None) -> list[float]:
+    """Fine-tune `checkpoint` on the first `train_examples` SST-2 sentences once per seed (runs in
+    OUT_PREFIX-seedS) and return each seed's best dev accuracy. Batch 32, seq 64, 10% warmup: SST-2 sentences
+    are short, and these settings are shared by every comparison that calls this."""
+    from litebert.finetune import FinetuneConfig, finetune
+
+    scores = []
+    for seed in range(seeds):
+        result = finetune(FinetuneConfig(task="sst-2", model=str(checkpoint), data=str(glue / "SST-2"),
+                                         out=f"{out_prefix}-seed{seed}", seed=seed, lr=lr, batch_size=32,
+                                         steps=steps, max_seq_length=64, max_train_examples=train_examples,
+                                         eval_every=eval_every, precision=precision, warmup_ratio=0.1,
+                                         threads=threads))
+        scores.append(result["best"]["accuracy"])
+    return scores
+
+
 def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, Any]:
     """SST-2 dev accuracy after fine-tuning on a fixed subset, over several seeds: mean, std, all."""
-    from litebert.finetune import FinetuneConfig, finetune
     from litebert.shared_data import shared_data_dir
 
     glue = Path(cfg.glue) if cfg.glue else shared_data_dir() / "glue"
     if not (glue / "SST-2" / "train.tsv").is_file():
         return {"sst2_note": f"no SST-2 at {glue}; downstream scoring skipped"}
-    scores = []
-    for seed in range(cfg.seeds):
-        result = finetune(FinetuneConfig(task="sst-2", model=str(checkpoint), data=str(glue / "SST-2"),
-                                         out=str(run_dir / f"sst2-seed{seed}"), seed=seed, lr=cfg.finetune_lr,
-                                         batch_size=32,
-                                         steps=cfg.finetune_steps, max_seq_length=64,
-                                         max_train_examples=cfg.finetune_train_examples, eval_every=cfg.finetune_steps,
-                                         precision=cfg.precision, warmup_ratio=0.1, threads=cfg.threads))
-        scores.append(result["best"]["accuracy"])
+    scores = finetune_sst2(checkpoint, run_dir / "sst2", glue, seeds=cfg.seeds, lr=cfg.finetune_lr,
+                           steps=cfg.finetune_steps, train_examples=cfg.finetune_train_examples,
+                           eval_every=cfg.finetune_steps, precision=cfg.precision, threads=cfg.threads)
     return {"sst2_acc_mean": statistics.mean(scores), "sst2_acc_std": statistics.pstdev(scores),
             "sst2_acc": scores}
 
@@ -192,15 +203,25 @@ def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int, wai
     view = cfg.suite_dir / f"{variant.name}.json"
     config = variant_config(cfg, variant)
     run_dir = Path(cfg.out) / "_runs" / run_id(config, pretrain_config(cfg, data, Path(), variant, steps))
+    result = cached_result(run_dir, lambda: train_and_score(cfg, data, variant, steps, run_dir), wait)
+    if result is None:
+        return None
+    result = {"variant": variant.name, **result, "run_dir": str(run_dir)}
+    view.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def cached_result(run_dir: Path, compute: Callable[[], dict[str, Any]], wait: bool = True) -> dict[str, Any] | None:
+    """RUN_DIR/result.json, computed once under the run's lock: a finished run is read, never re-run, and two
+    processes never compute the same run. The result file is written last, so a run cut off midway is redone
+    (and resumes from its own checkpoints). None when wait=False and another process holds the run."""
     done = run_dir / "result.json"
     with run_lock(run_dir, wait) as mine:
         if not mine:
             return None
         if not done.is_file():
-            train_and_score(cfg, data, variant, steps, run_dir)
-    result = {"variant": variant.name, **json.loads(done.read_text()), "run_dir": str(run_dir)}
-    view.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+            atomic_write_bytes(done, (json.dumps(compute(), indent=2) + "\n").encode())
+    return json.loads(done.read_text())
 
 
 @contextlib.contextmanager
@@ -223,8 +244,8 @@ def run_lock(run_dir: Path, wait: bool = True):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def train_and_score(cfg: AblateConfig, data: Path, variant: Variant, steps: int, run_dir: Path) -> None:
-    """Pretrain one variant, score it on held-out SOP and NSP pairs and downstream; result.json is written last."""
+def train_and_score(cfg: AblateConfig, data: Path, variant: Variant, steps: int, run_dir: Path) -> dict[str, Any]:
+    """Pretrain one variant and score it on held-out SOP and NSP pairs and downstream."""
     from litebert.model import AlbertForPreTraining
     from litebert.params import count_parameters
     from litebert.pretrain import evaluate_checkpoint, pretrain
@@ -246,7 +267,7 @@ def train_and_score(cfg: AblateConfig, data: Path, variant: Variant, steps: int,
               "parameters": count_parameters(model.config), "pretrain_seconds": seconds,
               "tokens_per_s": last.get("tokens_per_s"), "final_loss": last.get("loss"), **evals,
               **downstream(cfg, checkpoint, run_dir)}
-    (run_dir / "result.json").write_text(json.dumps(result, indent=2) + "\n")  # last: the run is finished
+    return result
 
 
 def random_init_reference(cfg: AblateConfig) -> dict[str, Any]:
@@ -261,16 +282,14 @@ def random_init_reference(cfg: AblateConfig) -> dict[str, Any]:
     key = json.dumps({"model": config.to_dict(), "finetune": [cfg.finetune_lr, cfg.finetune_steps,
                                                               cfg.finetune_train_examples, cfg.seeds]}, sort_keys=True)
     run_dir = Path(cfg.out) / "_runs" / f"random-init-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-    done = run_dir / "result.json"
-    with run_lock(run_dir):
-        if not done.is_file():
-            torch.manual_seed(0)
-            model = AlbertForPreTraining(config)
-            model.save_pretrained(run_dir / "model",
-                                  tokenizer=load_tokenizer(Path(cfg.out) / "_data" / "tokenizer"))
-            result = {"parameters": count_parameters(config), **downstream(cfg, run_dir / "model", run_dir)}
-            done.write_text(json.dumps(result, indent=2) + "\n")
-    return {"variant": "random-init", **json.loads(done.read_text()), "run_dir": str(run_dir)}
+
+    def score() -> dict[str, Any]:
+        torch.manual_seed(0)
+        AlbertForPreTraining(config).save_pretrained(run_dir / "model",
+                                                     tokenizer=load_tokenizer(Path(cfg.out) / "_data" / "tokenizer"))
+        return {"parameters": count_parameters(config), **downstream(cfg, run_dir / "model", run_dir)}
+
+    return {"variant": "random-init", **cached_result(run_dir, score), "run_dir": str(run_dir)}
 
 
 def run_scale(cfg: AblateConfig) -> list[dict[str, Any]]:

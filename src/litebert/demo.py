@@ -9,7 +9,6 @@ Leaves RUN_DIR/{corpus.txt, tokenizer/, store/, pretrain/} which the other comma
 from __future__ import annotations
 
 import ast
-import shutil
 import sys
 import sysconfig
 import time
@@ -93,8 +92,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     base = dict(model="albert-tiny", data=str(out / "store"), batch_size=64, micro_batch_size=64, max_seq_length=64,
                 max_predictions_per_seq=10, lr=5e-3, seed=seed, eval_batches=20)
     if steps is None:
-        shutil.rmtree(out / "probe", ignore_errors=True)  # left by an interrupted demo
-        per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "probe")), steps=10)
+        per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "pretrain")), steps=10)
         steps = max(50, int(minutes * 60 / per_step))
     cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 10,
                          log_every=max(1, steps // 20), eval_every=max(1, steps // 4), save_every=steps,

@@ -758,26 +758,22 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
 def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     """Wall-clock seconds per optimizer step of `cfg` on this machine, for turning a time budget into a step count.
 
-    Runs a throw-away `steps`-step pretraining into cfg.out (removed afterwards) and times it from the metrics
-    log's per-step stamps, from the end of step 1 to the end of the last step. Set-up, the peak-FLOP calibration,
-    the first step's warm-up, the final evaluation and the save are all outside that window, so a slow start does
-    not shrink the budget (it once cut a 5-minute demo to under 3).
+    Runs a throw-away `steps`-step pretraining in a private temporary directory (cfg.out is never touched, and
+    the directory is removed even when the probe fails) and times it from the metrics log's per-step stamps, from
+    the end of step 1 to the end of the last step. Set-up, the peak-FLOP calibration, the first step's warm-up, the
+    final evaluation and the save are all outside that window, so a slow start does not shrink the budget (it once
+    cut a 5-minute demo to under 3).
     """
-    import shutil
+    import tempfile
 
     if steps < 3:
         raise ConfigError(f"steps={steps}: timing needs at least 3 steps")
-    out = Path(cfg.out)
-    if out.exists():
-        raise ConfigError(f"{out}: the timing probe needs a fresh directory (it deletes it afterwards)")
-    probe = dataclasses.replace(cfg, steps=steps, log_every=1, eval_every=0, eval_batches=1, save_every=steps,
-                                keep=1, resume="none", tensorboard=False)
-    try:
-        pretrain(probe)
+    with tempfile.TemporaryDirectory(prefix="litebert-probe-") as tmp:
+        out = Path(tmp) / "run"
+        pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
+                                     save_every=steps, keep=1, resume="none", tensorboard=False))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
 
 
