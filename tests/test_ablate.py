@@ -106,3 +106,31 @@ def test_cached_result_computes_once_and_redoes_a_crashed_run(tmp_path):
     assert cached_result(tmp_path / "run", finish) == {"mlm_acc": 0.25}
     assert calls == ["crash", "finish"]
     assert [p.name for p in (tmp_path / "run").iterdir() if p.name != ".lock"] == ["result.json"]  # no temp left
+
+
+def test_finetune_sst2_reuses_finished_seeds(tmp_path, shared_data):
+    """More seeds (or another learning rate) later trains only the new runs; changed settings re-train."""
+    import torch
+
+    from litebert import AlbertConfig, AlbertForPreTraining
+    from litebert.ablate import finetune_sst2
+    from litebert.tokenizer import load_tokenizer, train_sentencepiece
+
+    sst2 = shared_data / "glue" / "SST-2" / "train.tsv"
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(line.split("\t")[0] for line in sst2.read_text().splitlines()[1:3001]) + "\n")
+    train_sentencepiece([text], tmp_path / "tok", vocab_size=500)
+    tokenizer = load_tokenizer(tmp_path / "tok")
+    torch.manual_seed(0)
+    model = tmp_path / "model"
+    AlbertForPreTraining(AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=16,
+                                      num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                                      max_position_embeddings=64)).save_pretrained(model, tokenizer=tokenizer)
+    args = dict(seeds=1, lr=1e-3, steps=2, train_examples=64, eval_every=2)
+    first = finetune_sst2(model, tmp_path / "sst2", shared_data / "glue", **args)
+    stamp = (tmp_path / "sst2-seed0" / "result.json").stat().st_mtime_ns
+    both = finetune_sst2(model, tmp_path / "sst2", shared_data / "glue", **{**args, "seeds": 2})
+    assert both[0] == first[0] and len(both) == 2 and 0 < both[1] < 1
+    assert (tmp_path / "sst2-seed0" / "result.json").stat().st_mtime_ns == stamp  # read back, not re-trained
+    finetune_sst2(model, tmp_path / "sst2", shared_data / "glue", **{**args, "steps": 3})
+    assert (tmp_path / "sst2-seed0" / "result.json").stat().st_mtime_ns != stamp  # other settings: trained again

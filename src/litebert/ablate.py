@@ -174,13 +174,25 @@ def finetune_sst2(checkpoint: Path, out_prefix: Path, glue: Path, *, seeds: int,
 
     scores = []
     for seed in range(seeds):
-        result = finetune(FinetuneConfig(task="sst-2", model=str(checkpoint), data=str(glue / "SST-2"),
-                                         out=f"{out_prefix}-seed{seed}", seed=seed, lr=lr, batch_size=32,
-                                         steps=steps, max_seq_length=64, max_train_examples=train_examples,
-                                         eval_every=eval_every, precision=precision, warmup_ratio=0.1,
-                                         threads=threads))
+        ft = FinetuneConfig(task="sst-2", model=str(checkpoint), data=str(glue / "SST-2"),
+                            out=f"{out_prefix}-seed{seed}", seed=seed, lr=lr, batch_size=32, steps=steps,
+                            max_seq_length=64, max_train_examples=train_examples, eval_every=eval_every,
+                            precision=precision, warmup_ratio=0.1, threads=threads)
+        result = finished_finetune(ft) or finetune(ft)
         scores.append(result["best"]["accuracy"])
     return scores
+
+
+def finished_finetune(ft) -> dict[str, Any] | None:
+    """The result of a finished fine-tuning run in ft.out with the same settings, or None. finetune() writes
+    result.json last, so a run cut off midway is redone; re-running a comparison with more seeds or learning
+    rates trains only what is new."""
+    out = Path(ft.out)
+    if not (out / "result.json").is_file() or not (out / "finetune.json").is_file():
+        return None
+    saved = json.loads((out / "finetune.json").read_text())
+    wanted = {k: v for k, v in dataclasses.asdict(ft).items() if v is not None and k != "threads"}
+    return json.loads((out / "result.json").read_text()) if all(saved.get(k) == v for k, v in wanted.items()) else None
 
 
 def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, Any]:
