@@ -1,7 +1,6 @@
 """Task table, readers of every shipped sentence-level dataset (counts from shared/data/README.md), errors,
 custom CSV/TSV/JSONL tasks and classification features."""
 
-import json
 import logging
 from collections import Counter
 

@@ -563,7 +563,7 @@ def _ddp_worker(rank: int, world: int, port: int, config: AlbertConfig, batch: d
     run = Run(cfg, Dist(rank, world), torch.device("cpu"), precision, config, model, raw, optimizer,
               make_scheduler(optimizer, 0, cfg.steps), torch.amp.GradScaler("cpu", enabled=False), stream=None,
               store=None, tokenizer_dir=None, accum=1)
-    while (cmd := commands.get()) != "stop":
+    while commands.get() != "stop":
         try:
             train_step(run, micro)
             run.step += 1

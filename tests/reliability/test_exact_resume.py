@@ -16,7 +16,6 @@ import shutil
 import signal
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
