@@ -135,7 +135,8 @@ def checkpoint_record(checkpoint: Path) -> tuple[int, dict, float]:
     if not (checkpoint / "config.json").is_file():
         raise SystemExit(f"{checkpoint}: not a checkpoint directory (no config.json)")
     steps = int(checkpoint.name.rsplit("-", 1)[-1]) if checkpoint.name.startswith("checkpoint-") else 0
-    records = [json.loads(line) for line in (checkpoint.parent / "metrics.jsonl").read_text().splitlines()]
+    log = checkpoint.parent / "metrics.jsonl"  # absent for a converted or downloaded model: no pretraining figures
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
     records = [r for r in records if r.get("step", 0) <= steps]
     evals = [r for r in records if "eval_mlm_acc" in r]
     stamps = [r["time"] for r in records if "time" in r]
