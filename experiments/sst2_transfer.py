@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 
 from litebert import AlbertConfig, AlbertForPreTraining
+from litebert.checkpoint import validate_checkpoint
+from litebert.errors import CheckpointError
 from litebert.shared_data import shared_data_dir
 from litebert.tokenizer import load_tokenizer
 
@@ -134,7 +136,10 @@ def checkpoint_record(checkpoint: Path) -> tuple[int, dict, float]:
     metrics.jsonl (the run directory is the checkpoint's parent)."""
     if not (checkpoint / "config.json").is_file():
         raise SystemExit(f"{checkpoint}: not a checkpoint directory (no config.json)")
-    steps = int(checkpoint.name.rsplit("-", 1)[-1]) if checkpoint.name.startswith("checkpoint-") else 0
+    try:
+        steps = validate_checkpoint(checkpoint)["step"]  # the COMMIT manifest of a pretraining checkpoint
+    except CheckpointError:
+        steps = 0  # a converted or downloaded model: not a pretraining checkpoint
     log = checkpoint.parent / "metrics.jsonl"  # absent for a converted or downloaded model: no pretraining figures
     records = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
     records = [r for r in records if r.get("step", 0) <= steps]
