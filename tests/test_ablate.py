@@ -1,6 +1,8 @@
 """A whole ablation suite at a tiny budget, end to end: real pretraining runs, evaluation, fine-tuning, report."""
 
+import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,32 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data):
     assert all("-seed1-" in Path(r["run_dir"]).name for r in seed1[:2])
     assert seed1[0]["mlm_acc"] != dropout[0]["mlm_acc"] or seed1[0]["final_loss"] != dropout[0]["final_loss"]
     assert seed1[2]["run_dir"] == dropout[2]["run_dir"]  # random init does not depend on the pretraining seed
+    # the study's records (no checkpoints) carry it to a new machine: restored into a study rebuilt from the same
+    # corpus, every finished run is kept and nothing is trained again
+    records_tool = load_experiment("ablation_records")
+    records = tmp_path / "records"
+    records_tool.save(out, records)
+    assert sorted(p.name for p in records.iterdir() if p.is_dir()) == sorted(p.name for p in (out / "_runs").iterdir())
+    objective = json.loads((out / "objective" / "results.json").read_text())
+    shutil.rmtree(out)
+    records_tool.restore(records, out, books, 1000)
+    assert main(argv) == 0
+    assert json.loads((out / "objective" / "results.json").read_text()) == objective
+    assert not list((out / "_runs").glob("*/pretrain/checkpoint-*"))  # read back, not re-trained
+    # records of other data are refused, not mixed into a table of runs that saw other tokens
+    other = tmp_path / "other"
+    with pytest.raises(SystemExit, match="differs from the data of"):
+        records_tool.restore(records, other, books[:1], 1000)
+    assert not (other / "_runs").exists()
+
+
+def load_experiment(name: str):
+    """A script from experiments/ (not a package) as a module."""
+    path = Path(__file__).resolve().parent.parent / "experiments" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_sharing_suite_variants():
