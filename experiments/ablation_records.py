@@ -45,6 +45,13 @@ def data_fingerprint(study: Path) -> dict[str, str]:
     return fingerprint
 
 
+def copy_record(source: Path, target: Path) -> None:
+    for name in FILES:
+        if (source / name).is_file():  # a random-init reference has no pretraining files
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source / name, target / name)
+
+
 def save(study: Path, records: Path) -> None:
     runs = sorted(p.parent for p in (study / "_runs").glob("*/result.json"))
     if not runs:
@@ -56,10 +63,7 @@ def save(study: Path, records: Path) -> None:
         raise SystemExit(f"{records}: holds runs of other data than {study}/_data; use another RECORDS dir")
     saved.write_text(json.dumps(fingerprint, indent=2) + "\n")
     for run in runs:
-        for name in FILES:
-            if (run / name).is_file():  # a random-init reference has no pretraining files
-                (records / run.name / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(run / name, records / run.name / name)
+        copy_record(run, records / run.name)
         print(f"saved {run.name}")
 
 
@@ -81,10 +85,7 @@ def restore(records: Path, study: Path, corpus: list[str], vocab_size: int) -> N
         if (target / "result.json").is_file():
             print(f"kept {run.name} (already finished here)")
             continue
-        for name in FILES:
-            if (run / name).is_file():
-                (target / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(run / name, target / name)
+        copy_record(run, target)
         print(f"restored {run.name}")
 
 
