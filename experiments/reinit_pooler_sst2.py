@@ -37,9 +37,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model = AlbertForPreTraining.from_pretrained(args.checkpoint)
     torch.manual_seed(0)
-    dense = model.albert.pooler.dense  # the model's own initialisation: normal(0, initializer_range), zero bias
-    dense.weight.data.normal_(0, model.config.initializer_range)
-    dense.bias.data.zero_()
+    model.albert.pooler.apply(model._init_module)  # the model's own initialisation, as an untrained pooler has
     model.save_pretrained(args.out / "model", tokenizer=load_tokenizer(args.checkpoint))
     scores = finetune_sst2(args.out / "model", args.out / "sst2", shared_data_dir() / "glue", seeds=args.seeds,
                            lr=args.lr, steps=args.steps, train_examples=args.train_examples,
