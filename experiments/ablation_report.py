@@ -4,6 +4,8 @@ and its plots copied to docs/ablations/. Text outside the RESULTS markers in doc
     python experiments/ablation_report.py runs/ablate --command "litebert ablate SUITE --corpus ... --out runs/ablate"
 
 --tag NAME keeps a second study on the same page: its block has its own markers and its plots their own names.
+A suite that was cut off midway (no results.json yet) gets a table of the variants it finished and a list of the
+rest.
 """
 
 from __future__ import annotations
@@ -79,6 +81,22 @@ def seed_spread(study: Path, suite: str, results: list[dict]) -> list[str]:
             *rows, ""]
 
 
+def load_suite(study: Path, suite: str) -> tuple[list[dict], list[str]] | None:
+    """A finished suite: its results.json and no pending variants. A suite cut off midway: the views of the
+    variants it finished (DIR/SUITE/<variant>.json, each written as its variant ends), in the suite's order, and
+    the names of those still to run. None when the suite has no finished variant."""
+    from litebert.ablate import suite_variants
+
+    if (study / suite / "results.json").is_file():
+        return json.loads((study / suite / "results.json").read_text()), []
+    views = {p.stem: json.loads(p.read_text()) for p in sorted((study / suite).glob("*.json"))}
+    if not views:
+        return None
+    hidden = json.loads((Path(next(iter(views.values()))["run_dir"]) / "model_config.json").read_text())["hidden_size"]
+    order = [v.name for v in suite_variants(suite, hidden)]
+    return [views[name] for name in order if name in views], [name for name in order if name not in views]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("study", help="the --out DIR of the ablate runs")
@@ -91,9 +109,9 @@ def main() -> None:
     study, out = Path(args.study), Path(args.out)
     figures = out.parent / "ablations"
     figures.mkdir(parents=True, exist_ok=True)
-    suites = {suite: json.loads((study / suite / "results.json").read_text())
-              for suite in ("objective", "sharing", "embedding", "dropout")
-              if (study / suite / "results.json").is_file()}
+    loaded = {suite: load_suite(study, suite) for suite in ("objective", "sharing", "embedding", "dropout")}
+    suites = {suite: got[0] for suite, got in loaded.items() if got}
+    pending = {suite: got[1] for suite, got in loaded.items() if got}
     if not suites:
         raise SystemExit(f"{study}: no suite results (run `litebert ablate SUITE --out {study}` first)")
     first = next(r for results in suites.values() for r in results if "run_dir" in r and "steps" in r)
@@ -110,7 +128,13 @@ def main() -> None:
              f"{run['batch_size']} x seq {run['max_seq_length']}, LAMB lr {run['lr']}, {steps_n} steps per variant "
              f"({tokens / 1e6:.1f}M tokens). Accuracies in %.", ""]
     for suite, results in suites.items():
-        block += [f"### {suite}", ""] + suite_table(suite, results, base["hidden_size"]) + [""]
+        if pending[suite]:
+            block += [f"### {suite} (cut off: {len(results)} of {len(results) + len(pending[suite])} variants so "
+                      f"far)", "", f"Not finished yet: {', '.join(pending[suite])}. The suite's plots come when it ends.",
+                      ""]
+        else:
+            block += [f"### {suite}", ""]
+        block += suite_table(suite, results, base["hidden_size"]) + [""]
         block += seed_spread(study, suite, results)
         seconds = [r["pretrain_seconds"] for r in results if r.get("pretrain_seconds")]
         if seconds:

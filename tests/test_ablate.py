@@ -10,7 +10,7 @@ import pytest
 from litebert.cli import main
 
 
-def test_objective_suite_tiny_budget(tmp_path, shared_data):
+def test_objective_suite_tiny_budget(tmp_path, shared_data, monkeypatch):
     books = [str(shared_data / "gutenberg" / name) for name in ("carroll-alice.txt", "blake-poems.txt")]
     out = tmp_path / "ablate"
     argv = ["ablate", "objective", "--corpus", *books, "--out", str(out), "--steps", "3", "--seeds", "2",
@@ -45,6 +45,21 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data):
     assert dropout[1]["run_dir"] != dropout[0]["run_dir"] and dropout[1]["steps"] == 3
     runs = sorted(p.name for p in (out / "_runs").iterdir())
     assert len(runs) == 5, runs  # none, nsp, sop(=dropout-0), dropout-0.1, random-init
+    # the docs report of a suite cut off midway (no results.json yet): what finished, and what did not
+    (out / "dropout" / "results.json").rename(tmp_path / "dropout-results.json")
+    (out / "dropout" / "dropout-0.1.json").rename(tmp_path / "dropout-0.1.json")
+    report_tool = load_experiment("ablation_report")
+    finished, pending = report_tool.load_suite(out, "dropout")
+    assert [r["variant"] for r in finished] == ["dropout-0"] and pending == ["dropout-0.1"]
+    page = tmp_path / "ablations.md"
+    page.write_text("# page\n\n" + "\n".join(report_tool.markers("")) + "\n")
+    monkeypatch.setattr("sys.argv", ["ablation_report.py", str(out), "--command", "ablate ...", "--out", str(page)])
+    report_tool.main()
+    text = page.read_text()
+    assert "### dropout (cut off: 1 of 2 variants so far)" in text and "Not finished yet: dropout-0.1." in text
+    assert "| dropout-0 |" in text and "| dropout-0.1 |" not in text and "### objective\n" in text
+    (tmp_path / "dropout-results.json").rename(out / "dropout" / "results.json")
+    (tmp_path / "dropout-0.1.json").rename(out / "dropout" / "dropout-0.1.json")
     # a second pretraining seed re-trains every variant into its own runs and its own suite folder
     assert main(["ablate", "dropout", *argv[2:], "--pretrain-seed", "1"]) == 0
     seed1 = json.loads((out / "dropout-seed1" / "results.json").read_text())
