@@ -13,3 +13,8 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     assert 0 <= result["eval_mlm_acc"] <= 1 and 0 <= result["eval_sop_acc"] <= 1
     printed = capsys.readouterr().out
     assert printed.count("    -> ") == len(FILL_MASK_EXAMPLES)  # one line of top-5 answers per example
+    # a second demo in the same dir with another step count pretrains afresh (it used to resume the old
+    # checkpoint past its own last step, then fail to find checkpoint-N)
+    again = run_demo(tmp_path / "demo", steps=60, vocab_size=2000)
+    assert Path(again["checkpoint"]).name == "checkpoint-60" and Path(again["checkpoint"]).is_dir()
+    assert not checkpoint.exists()

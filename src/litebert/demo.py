@@ -9,6 +9,7 @@ Leaves RUN_DIR/{corpus.txt, tokenizer/, store/, pretrain/} which the other comma
 from __future__ import annotations
 
 import ast
+import shutil
 import sys
 import sysconfig
 import time
@@ -94,9 +95,14 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     if steps is None:
         per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "pretrain")), steps=10)
         steps = max(50, int(minutes * 60 / per_step))
+    # The store was just rebuilt and the step count re-measured, so a previous demo's checkpoints (say, 1,732
+    # steps on a faster machine) belong to another run: start the pretraining afresh instead of resuming them.
+    if (out / "pretrain").exists():
+        shutil.rmtree(out / "pretrain")
+        say(f"removed the previous demo's pretraining run {out / 'pretrain'}")
     cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 10,
                          log_every=max(1, steps // 20), eval_every=max(1, steps // 4), save_every=steps,
-                         resume="auto")
+                         resume="none")
     say(f"pretraining albert-tiny (E=64, H=128, 4 layers, all-shared) for {steps} steps of 64 x 64 tokens")
     result = pretrain(cfg)
     say("pretraining done")
