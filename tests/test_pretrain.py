@@ -142,13 +142,14 @@ def copy_run(finished_run, tmp_path) -> Path:
     (dict(optimizer="adamw"), r"trainer_state.pt: saved with --optimizer lamb, this run has --optimizer adamw"),
     (dict(model="{bigger}"), r"model.safetensors: does not match the model; wrong shapes"),
     (dict(resume="none"), r"already holds checkpoints; use --resume auto or another --out"),
-], ids=["optimizer", "model", "resume-none"])
+    (dict(steps=1), r"checkpoint-2: saved at step 2, past this run's --steps 1; pass --steps 2 or more"),
+], ids=["optimizer", "model", "resume-none", "fewer-steps"])
 def test_a_resume_that_does_not_fit_is_refused(tiny_data, finished_run, tmp_path, capsys, change, message):
     run = copy_run(finished_run, tmp_path)
     bigger = tmp_path / "bigger.json"
     bigger.write_text(json.dumps({**json.loads(tiny_data[2].read_text()), "hidden_size": 64, "intermediate_size": 128}))
-    change = {k: v.format(bigger=bigger) for k, v in change.items()}
-    assert cli_main(pretrain_args(tiny_data, run, steps=4, **change)) == 2
+    change = {"steps": 4, **{k: v.format(bigger=bigger) if isinstance(v, str) else v for k, v in change.items()}}
+    assert cli_main(pretrain_args(tiny_data, run, **change)) == 2
     assert re.search(message, capsys.readouterr().err)
 
 

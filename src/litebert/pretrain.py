@@ -416,6 +416,10 @@ def resume_from(run: Run) -> None:
                if not isinstance(state, dict) or k not in state]
     if missing:
         raise CheckpointError(f"{state_file}: not a litebert pretraining state (missing {missing})")
+    if int(state["step"]) > cfg.steps:
+        # The loop would not run and the "result" would be a longer run's model, silently.
+        raise TrainingError(f"{ckpt}: saved at step {int(state['step'])}, past this run's --steps {cfg.steps}; "
+                            f"pass --steps {int(state['step'])} or more to continue it, or use another --out")
     saved_optimizer = state.get("optimizer_name", cfg.optimizer)
     if saved_optimizer != cfg.optimizer:
         raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
