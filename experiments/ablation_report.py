@@ -94,6 +94,10 @@ def load_suite(study: Path, suite: str) -> tuple[list[dict], list[str]] | None:
         return None
     hidden = json.loads((Path(next(iter(views.values()))["run_dir"]) / "model_config.json").read_text())["hidden_size"]
     order = [v.name for v in suite_variants(suite, hidden)]
+    stray = sorted(set(views) - set(order))
+    if stray:  # a view from another study (another H, a renamed variant) must not vanish from the page unnoticed
+        raise SystemExit(f"{study / suite}: {', '.join(f'{name}.json' for name in stray)} not a variant of the "
+                         f"{suite} suite at hidden size {hidden}; move it out of this study")
     return [views[name] for name in order if name in views], [name for name in order if name not in views]
 
 

@@ -51,6 +51,11 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data, monkeypatch):
     report_tool = load_experiment("ablation_report")
     finished, pending = report_tool.load_suite(out, "dropout")
     assert [r["variant"] for r in finished] == ["dropout-0"] and pending == ["dropout-0.1"]
+    stray = out / "dropout" / "dropout-0.5.json"
+    stray.write_text((out / "dropout" / "dropout-0.json").read_text())
+    with pytest.raises(SystemExit, match=r"dropout-0.5.json not a variant of the dropout suite at hidden size"):
+        report_tool.load_suite(out, "dropout")
+    stray.unlink()
     page = tmp_path / "ablations.md"
     page.write_text("# page\n\n" + "\n".join(report_tool.markers("")) + "\n")
     monkeypatch.setattr("sys.argv", ["ablation_report.py", str(out), "--command", "ablate ...", "--out", str(page)])
