@@ -416,10 +416,11 @@ def resume_from(run: Run) -> None:
                if not isinstance(state, dict) or k not in state]
     if missing:
         raise CheckpointError(f"{state_file}: not a litebert pretraining state (missing {missing})")
-    if int(state["step"]) > cfg.steps:
+    saved_step = int(state["step"])
+    if saved_step > cfg.steps:
         # The loop would not run and the "result" would be a longer run's model, silently.
-        raise TrainingError(f"{ckpt}: saved at step {int(state['step'])}, past this run's --steps {cfg.steps}; "
-                            f"pass --steps {int(state['step'])} or more to continue it, or use another --out")
+        raise TrainingError(f"{ckpt}: saved at step {saved_step}, past this run's --steps {cfg.steps}; "
+                            f"pass --steps {saved_step} or more to continue it, or use another --out")
     saved_optimizer = state.get("optimizer_name", cfg.optimizer)
     if saved_optimizer != cfg.optimizer:
         raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
@@ -434,7 +435,7 @@ def resume_from(run: Run) -> None:
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
         raise CheckpointError(f"{state_file}: its optimizer/scheduler state does not fit this run ({e}); resume "
                               f"with the --optimizer and model it was saved with, or use a new --out") from None
-    run.step, run.nan_skipped = int(state["step"]), int(state["nan_skipped"])
+    run.step, run.nan_skipped = saved_step, int(state["nan_skipped"])
     data = {k: int(v) for k, v in state["data"].items()}
     data.setdefault("offset", 0)
     saved_world = int(state["world_size"])
