@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -707,6 +708,25 @@ class MetricsLog:
 
 
 def pretrain(cfg: PretrainConfig) -> dict[str, float]:
+    """Pretrain as `cfg` says; returns the last logged step's figures and the final held-out evaluation."""
+    try:
+        return run_pretraining(cfg)
+    except BaseException as e:
+        # A raised error's traceback keeps its frames' locals alive, the DDP wrapper among them (train_step's
+        # `model`). Clear them, so that the wrapper is really gone before its process group below.
+        traceback.clear_frames(e.__traceback__)
+        raise
+    finally:
+        if dist.is_initialized():
+            # Drop the DDP wrapper (its reducer holds the process group and pending work objects) before the
+            # group itself, on every exit: the other order leaves gloo threads to be torn down at interpreter
+            # exit, and under heavy load a rank aborted there (SIGABRT), after a finished run and after a
+            # non-finite-loss stop alike.
+            gc.collect()
+            dist.destroy_process_group()
+
+
+def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
     run = setup(cfg)
     d, log = run.d, MetricsLog(run)
     seq_len = cfg.max_seq_length
@@ -748,16 +768,7 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
             log_eval(run, log)
         if run.step % cfg.save_every == 0 or run.step == cfg.steps:
             save(run)
-    result = {**last, **log_eval(run, log)}
-    if d.world > 1:
-        # Drop the DDP wrapper (its reducer holds the process group and pending work objects) before the group
-        # itself: the other order can leave gloo threads to be torn down at interpreter exit, and once, under
-        # heavy load, a rank aborted there after a finished run.
-        run.model = None
-        del run
-        gc.collect()
-        dist.destroy_process_group()
-    return result
+    return {**last, **log_eval(run, log)}
 
 
 def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
