@@ -24,19 +24,26 @@ from litebert.model import AlbertModel
 from litebert.shared_data import shared_data_dir
 from litebert.tokenizer import load_tokenizer
 
+FEATURES = ("emb_mean", "cls", "pooled", "mean")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, L, D] averaged over the real tokens ([B, L, 1] mask) -> [B, D]."""
+    return (x * mask).sum(1) / mask.sum(1)
+
 
 def sentence_features(model: AlbertModel, tokenizer, texts: list[str], batch: int = 64) -> dict[str, np.ndarray]:
-    out: dict[str, list[torch.Tensor]] = {"emb_mean": [], "cls": [], "pooled": [], "mean": []}
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in FEATURES}
     with torch.no_grad():
         for i in range(0, len(texts), batch):
             enc = tokenizer.batch_encode(texts[i:i + batch], max_length=64, padding=True, return_tensors="pt")
             mask = enc["attention_mask"].unsqueeze(-1).float()  # [B, L, 1]
             emb = model.embeddings(enc["input_ids"], enc["token_type_ids"])  # [B, L, E]
             o = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
-            out["emb_mean"].append((emb * mask).sum(1) / mask.sum(1))
+            out["emb_mean"].append(masked_mean(emb, mask))
             out["cls"].append(o.sequence_output[:, 0])
             out["pooled"].append(o.pooled_output)
-            out["mean"].append((o.sequence_output * mask).sum(1) / mask.sum(1))
+            out["mean"].append(masked_mean(o.sequence_output, mask))
     return {k: torch.cat(v).float().numpy() for k, v in out.items()}
 
 
@@ -65,13 +72,13 @@ def main() -> None:
     train = read_examples(get_task("sst-2"), sst2, "train")[:args.train_examples]
     dev = read_examples(get_task("sst-2"), sst2, "dev")
     train_y, dev_y = np.array([e.label for e in train]), np.array([e.label for e in dev])
-    print("| checkpoint | " + " | ".join(["emb_mean", "cls", "pooled", "mean"]) + " |")
+    print("| checkpoint | " + " | ".join(FEATURES) + " |")
     for path in args.checkpoints:
         model, tokenizer = AlbertModel.from_pretrained(path).eval(), load_tokenizer(path)
         tr = sentence_features(model, tokenizer, [e.text_a for e in train])
         dv = sentence_features(model, tokenizer, [e.text_a for e in dev])
         cells = [f"{probe_accuracy(tr[k], train_y, dv[k], dev_y):.3f} (cos {mean_cosine(dv[k][:300]):.2f})"
-                 for k in ("emb_mean", "cls", "pooled", "mean")]
+                 for k in FEATURES]
         print(f"| {path} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -57,13 +57,15 @@ def pretrain_args(tiny, out: Path, **overrides) -> list[str]:
                            for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
-def command(args: list[str], nproc: int = 1, max_restarts: int = 0) -> list[str]:
-    """`python -m litebert ARGS`, or the same under torchrun with `nproc` CPU processes (gloo)."""
+def command(args: list[str], nproc: int = 1, max_restarts: int = 0, program: tuple[str, ...] = ("-m", "litebert")
+            ) -> list[str]:
+    """`python -m litebert ARGS`, or the same under torchrun with `nproc` CPU processes (gloo). `program` may
+    name a script instead of the litebert module."""
     if nproc == 1:
-        return [sys.executable, "-m", "litebert", *args]
+        return [sys.executable, *program, *args]
     # --tee=2: each worker's stderr line comes prefixed with "[default<rank>]:", so tests can tell ranks apart.
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            f"--max-restarts={max_restarts}", "--monitor-interval=0.2", "--tee=2", "-m", "litebert", *args]
+            f"--max-restarts={max_restarts}", "--monitor-interval=0.2", "--tee=2", *program, *args]
 
 
 def subprocess_env(fault: str | None = None, **extra: str) -> dict[str, str]:
@@ -76,9 +78,9 @@ def subprocess_env(fault: str | None = None, **extra: str) -> dict[str, str]:
 
 
 def start(args: list[str], nproc: int = 1, max_restarts: int = 0, fault: str | None = None,
-          **env: str) -> subprocess.Popen:
+          program: tuple[str, ...] = ("-m", "litebert"), **env: str) -> subprocess.Popen:
     tag = uuid.uuid4().hex  # marks this process and every worker it starts, to clean up after a hang
-    proc = subprocess.Popen(command(args, nproc, max_restarts), env=subprocess_env(fault, LITEBERT_TEST_TAG=tag, **env),
+    proc = subprocess.Popen(command(args, nproc, max_restarts, program), env=subprocess_env(fault, LITEBERT_TEST_TAG=tag, **env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.tag = tag
     return proc

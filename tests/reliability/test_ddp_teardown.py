@@ -5,27 +5,19 @@ rare; the order that causes it is checked here directly."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from harness import SUBPROCESS_TIMEOUT, pretrain_args, subprocess_env
+from harness import finish, pretrain_args, start
 
-PROBE = Path(__file__).with_name("ddp_teardown_probe.py")
-
-
-def start_probe(args: list[str], fault: str | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--tee=2",
-           str(PROBE), *args]
-    return subprocess.Popen(cmd, env=subprocess_env(fault), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+PROBE = (str(Path(__file__).with_name("ddp_teardown_probe.py")),)
 
 
 def test_the_ddp_wrapper_is_gone_before_its_process_group_on_every_exit(tiny_data, tmp_path):
-    finished = start_probe(pretrain_args(tiny_data, tmp_path / "finished", steps=2, save_every=2))
-    stopped = start_probe(pretrain_args(tiny_data, tmp_path / "stopped", nan_policy="error"), fault="nan_loss:3:1")
-    finished_err = finished.communicate(timeout=SUBPROCESS_TIMEOUT)[1]
-    stopped_err = stopped.communicate(timeout=SUBPROCESS_TIMEOUT)[1]
+    finished = start(pretrain_args(tiny_data, tmp_path / "finished", steps=2, save_every=2), nproc=2, program=PROBE)
+    stopped = start(pretrain_args(tiny_data, tmp_path / "stopped", nan_policy="error"), nproc=2,
+                    fault="nan_loss:3:1", program=PROBE)
+    finished, stopped = finish(finished), finish(stopped)
+    finished_err, stopped_err = finished.stderr, stopped.stderr
     assert finished.returncode == 0, finished_err[-3000:]
     assert "step 4: non-finite loss or gradient" in stopped_err and "exitcode  : 2" in stopped_err, stopped_err[-3000:]
     for err in (finished_err, stopped_err):
