@@ -73,3 +73,19 @@ def test_unreadable_tokenizer_json_is_named(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(TokenizerError, match="not valid JSON"):
         load_tokenizer(tmp_path)
+
+
+def test_transformers5_model_dir_converts_with_its_tokenizer(shared_data, tmp_path, capsys):
+    """`litebert convert --from hf` on a directory holding tokenizer.json and no spiece.model keeps the tokenizer."""
+    from litebert.cli import main
+
+    hf_dir = _saved_by_transformers(AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model")
+                                    .save_pretrained(tmp_path / "ours"), tmp_path / "hf")
+    config = transformers.AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+    transformers.AlbertForMaskedLM(config).save_pretrained(hf_dir)
+    assert main(["convert", str(hf_dir), "--out", str(tmp_path / "out"), "--from", "hf"]) == 0
+    assert "tokenizer files: " in capsys.readouterr().out
+    tok = load_tokenizer(tmp_path / "out")
+    assert (tmp_path / "out" / "spiece.model").is_file()
+    assert tok.encode("Hello, my dog is cute").input_ids == [2, 10975, 15, 51, 1952, 25, 10901, 3]

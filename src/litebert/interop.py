@@ -24,6 +24,7 @@ from litebert.config import AlbertConfig
 from litebert.convert import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
 from litebert.convert_tf import ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
+from litebert.hub_cache import resolve_model_path
 
 SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
 REPORT_NAME = "conversion_report.txt"
@@ -60,7 +61,7 @@ def convert_checkpoint(
     vocab: a tokenizer file (`*.model` SentencePiece or `vocab.txt` WordPiece); default: the one beside `src`.
     Returns the report; `report.format_report()` lists every tensor mapped, synthesized, skipped or unused.
     """
-    src, out = Path(src), Path(out)
+    src, out = resolve_model_path(src, ConversionError), Path(out)  # a Hub id reads the local Hub cache
     if source not in SOURCES:
         raise ConversionError(f"source {source!r} is not one of {', '.join(SOURCES)} (--from)")
     if source == "auto":
@@ -166,7 +167,9 @@ def _sort_hf_tensors(state: dict[str, torch.Tensor], config: AlbertConfig, allow
 
 
 def _hf_tokenizer_files(folder: Path) -> list[Path]:
-    return [folder / name for name in ("spiece.model", "vocab.txt") if (folder / name).is_file()]
+    found = [folder / name for name in ("spiece.model", "vocab.txt") if (folder / name).is_file()]
+    # transformers 5 saves tokenizer.json alone; load_tokenizer rebuilds the vocab file from it.
+    return found or [folder / "tokenizer.json"] * (folder / "tokenizer.json").is_file()
 
 
 # ---------------------------------------------------------------------------------------------------- the model
@@ -260,7 +263,8 @@ def pick_tokenizer(vocab: str | Path | None, candidates: list[Path], report: Con
     wordpiece = [p for p in candidates if p.suffix == ".txt"]
     if report.source == "albert_zh" and wordpiece:
         spm = []  # albert_zh models use BERT's Chinese WordPiece vocab, even with a stray .model beside them
-    pool = [p for p in spm if p.name in SPM_NAMES] or spm or wordpiece
+    pool = [p for p in spm if p.name in SPM_NAMES] or spm or wordpiece or [p for p in candidates
+                                                                          if p.name == "tokenizer.json"]
     if not pool:
         report.notes.append("no tokenizer file beside the checkpoint, so none in the output "
                             "(pass --vocab spiece.model|vocab.txt)")

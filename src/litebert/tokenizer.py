@@ -30,6 +30,7 @@ import numpy as np
 
 from litebert.errors import ConfigError, TokenizerError, where
 from litebert.files import atomic_write_bytes
+from litebert.hub_cache import resolve_model_path
 from litebert.tokenizer_json import TOKENIZER_JSON, read_tokenizer_json
 
 SPIECE_UNDERLINE = "▁"
@@ -753,8 +754,9 @@ class WordPieceTokenizer(_TokenizerBase):
 
 
 def load_tokenizer(path: str | os.PathLike) -> AlbertTokenizer | WordPieceTokenizer:
-    """A tokenizer dir (ours or Hugging Face's), or a bare spiece.model / vocab.txt file."""
-    path = Path(path)
+    """A tokenizer dir (ours or Hugging Face's, or a Hub id in the local Hub cache), or a bare spiece.model /
+    vocab.txt file."""
+    path = resolve_model_path(path, TokenizerError)
     if path.is_file():
         if path.suffix == ".txt":
             return WordPieceTokenizer(path)
