@@ -190,9 +190,16 @@ def test_a_training_subset_gets_an_epoch_schedule_and_a_start_line(tmp_path, eng
     result = finetune(tiny_cfg(tmp_path, english_model, "sst-2", shared_data / "glue" / "SST-2",
                                max_train_examples=16, max_eval_examples=2))
     assert result["steps"] == 12  # 3 epochs x 16 examples / batch 4
-    start = capsys.readouterr().err.splitlines()[0]
+    err = capsys.readouterr().err.splitlines()
+    start = err[0]
     assert start.startswith("litebert finetune: sst-2") and "16 train examples (of 67349)" in start
     assert "12 steps = 3.00 epochs" in start and "batch 4" in start and "lr 0.0001" in start and "fp32" in start
+    # not a terminal: a loss line every --log-every steps, and the dev scores, with elapsed time and ETA
+    import re
+
+    steps = [x for x in err if re.fullmatch(r"step \d+/12 loss=\d+\.\d{4} lr=\S+ elapsed=\d+:\d\d eta=\d+:\d\d", x)]
+    assert len(steps) == 12, err
+    assert sum(bool(re.fullmatch(r"step \d+: dev accuracy=\d\.\d{4} elapsed=\d+:\d\d", x)) for x in err) == 3, err
 
 
 def test_a_run_that_predicts_one_class_says_so(tmp_path, english_model, capsys):
@@ -235,6 +242,90 @@ def test_a_sequence_longer_than_the_position_table_is_refused_at_start(tmp_path,
         finetune(tiny_cfg(tmp_path, short, "rte", rte, steps=1, max_seq_length=None, max_train_examples=4))
     finetune(tiny_cfg(tmp_path, short, "rte", rte, steps=1, max_seq_length=64, max_train_examples=4))
     with pytest.raises(ConfigError, match="max_position_embeddings 64"):
-        evaluate("rte", tmp_path / "run", rte, limit=4)
+        evaluate("rte", tmp_path / "run", rte, limit=4, max_seq_length=512)
     with pytest.raises(ConfigError, match="max_position_embeddings 64"):
-        predict("rte", tmp_path / "run", rte / "test.tsv")
+        predict("rte", tmp_path / "run", rte / "test.tsv", max_seq_length=512)
+    assert evaluate("rte", tmp_path / "run", rte, limit=4)["examples"] == 4  # the run's own 64, from its record
+
+
+# --------------------------------------------------------------------------------------------- the command line
+
+
+def cli(argv, capsys):
+    from litebert.cli import main
+
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_preset_where_weights_are_needed_says_how_to_get_weights(tmp_path, shared_data, capsys):
+    code, _, err = cli(["finetune", "sst-2", "--model", "albert-base-v2", "--data", shared_data / "glue" / "SST-2",
+                        "--out", tmp_path / "run"], capsys)
+    assert code == 2 and "is a preset: an architecture with no weights" in err and "litebert convert" in err
+
+
+def test_predict_text_from_the_command_line_with_label_names_and_the_record(tmp_path, english_model, shared_data,
+                                                                             capsys):
+    sst2 = shared_data / "glue" / "SST-2"
+    run = tmp_path / "run"
+    code, out, err = cli(["finetune", "sst-2", "--model", english_model, "--data", sst2, "--out", run, "--steps", 2,
+                          "--batch-size", 4, "--max-seq-length", 32, "--max-train-examples", 8,
+                          "--max-eval-examples", 4, "--precision", "fp32"], capsys)
+    assert code == 0, err
+    code, out, err = cli(["predict", "sst-2", "--model", run, "--text", "a gripping film", "--text", "dull"], capsys)
+    assert code == 0, err
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["text"] for r in rows] == ["a gripping film", "dull"]
+    assert all(r["label_name"] == {"0": "negative", "1": "positive"}[r["label"]] for r in rows)
+    assert f"--model {run}: using {run / 'best'}" in err
+    # the run's curves: training loss and the dev metric, legends clear of the curves
+    pytest.importorskip("matplotlib")
+    from litebert.plot import build_figure, read_metrics
+
+    fig = build_figure(read_metrics(run), "run")
+    labels = [{line.get_label() for line in ax.lines} for ax in fig.axes]
+    assert {"loss"} in labels and {"dev accuracy"} in labels
+    fig.canvas.draw()
+    assert not any(ax.get_legend().get_window_extent().overlaps(other.get_window_extent())
+                   for ax in fig.axes for other in fig.axes)
+    # --config with the run record repeats the run; flags on the line win
+    code, out, err = cli(["finetune", "--config", run / "finetune.json", "--out", tmp_path / "again"], capsys)
+    assert code == 0, err
+    first, again = (json.loads((d / "finetune.json").read_text()) for d in (run, tmp_path / "again"))
+    assert {k: v for k, v in first.items() if k != "out"} == {k: v for k, v in again.items() if k != "out"}
+
+
+def test_a_custom_run_is_predicted_with_the_format_it_was_trained_on(tmp_path, english_model, capsys):
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.tsv").write_text("review\tstars\n" + "".join(
+            f"review number {i}\t{'good' if i % 2 else 'bad'}\n" for i in range(8)))
+    (tmp_path / "new.tsv").write_text("review\nnever seen before\n")
+    run = tmp_path / "run"
+    code, _, err = cli(["finetune", "custom", "--format", "tsv", "--text-columns", "review", "--label-column",
+                        "stars", "--model", english_model, "--data", tmp_path, "--out", run, "--steps", 1,
+                        "--batch-size", 4, "--max-seq-length", 32, "--precision", "fp32"], capsys)
+    assert code == 0, err
+    code, out, err = cli(["predict", "custom", "--model", run, "--input", tmp_path / "new.tsv"], capsys)
+    assert code == 0, err
+    row = json.loads(out)
+    assert row["text"] == "never seen before" and row["label"] in ("bad", "good")
+
+
+def test_grad_accum_keeps_its_old_meaning(tmp_path, english_model, shared_data, capsys):
+    # old: --batch-size 2 --grad-accum 2 = micro batches of 2, 4 examples per step
+    result = finetune(tiny_cfg(tmp_path, english_model, "sst-2", shared_data / "glue" / "SST-2", steps=1,
+                               batch_size=2, grad_accum=2, max_train_examples=8, max_eval_examples=2))
+    assert result["steps"] == 1
+    saved = json.loads((tmp_path / "run" / "finetune.json").read_text())
+    assert (saved["batch_size"], saved["micro_batch_size"], saved["grad_accum"]) == (4, 2, None)
+    assert "batch 4 (2 x 2 accumulation)" in capsys.readouterr().err
+
+
+def test_fill_mask_prints_readable_tokens_and_the_filled_sentence(english_model, capsys):
+    code, out, _ = cli(["fill-mask", "--model", english_model, "the capital of france is [MASK]."], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    filled = lines[1].removeprefix("  -> ")
+    assert filled.startswith("the capital of france is ") and filled.endswith(".") and "[MASK]" not in filled
+    assert "\u2581" not in out  # no SentencePiece word-start marks

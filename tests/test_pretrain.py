@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent / "reliability"))
 from harness import TINY_MODEL, config_args, pretrain_args, write_pydoc_corpus  # noqa: E402
 
+from litebert.checkpoint import validate_checkpoint  # noqa: E402
 from litebert.cli import main as cli_main  # noqa: E402
 from litebert.errors import TrainingError  # noqa: E402
 from litebert.pretrain import PretrainConfig, pretrain, setup, train_step  # noqa: E402
@@ -130,6 +131,71 @@ def test_a_model_dir_without_weights_is_refused_not_trained_from_scratch(tiny_da
 def test_a_store_smaller_than_one_micro_batch(tiny_data, tmp_path, capsys):
     assert cli_main(pretrain_args(tiny_data, tmp_path / "run", micro_batch_size=512, batch_size=512)) == 2
     assert "fewer than one global micro-batch" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------- budgets, final/, run dirs
+
+
+def test_a_time_budget_stops_cleanly_with_a_checkpoint_and_a_final_model(tiny_data, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli_main(pretrain_args(tiny_data, run, steps=100000, save_every=100000, max_time="2s")) == 0
+    err = capsys.readouterr().err
+    stopped = re.search(r"stopping at step (\d+) of 100000: --max-time 2s reached; checkpoint-\1 saved", err)
+    assert stopped, err
+    step = int(stopped.group(1))
+    validate_checkpoint(run / f"checkpoint-{step}")  # complete, or it raises
+    assert (run / "final" / "model.safetensors").is_file() and (run / "final" / "spiece.model").is_file()
+    assert (run / "final" / "step.txt").read_text().strip() == str(step)
+    lines = [x for x in err.splitlines() if x.startswith("step ")]
+    assert lines and all(re.search(r" elapsed=\d+:\d\d eta=(\d+:)?\d+:\d\d$", x) for x in lines), lines[:3]
+
+
+def test_a_token_budget_stops_at_the_step_that_reaches_it(tiny_data, tmp_path, capsys):
+    # 2 micro-batches of 8 x 32 positions per step: 512 tokens a step, so 1,200 tokens are reached at step 3.
+    run = tmp_path / "run"
+    assert cli_main(pretrain_args(tiny_data, run, steps=50, max_tokens=1200)) == 0
+    assert "stopping at step 3 of 50: --max-tokens 1,200 reached (1,536 tokens)" in capsys.readouterr().err
+    assert (run / "final" / "step.txt").read_text().strip() == "3"
+    assert (run / "checkpoint-3").is_dir()
+
+
+def test_a_pretraining_run_dir_is_a_model_and_its_record_repeats_it(tiny_data, finished_run, tmp_path, capsys):
+    run = tmp_path / "again"
+    # --config: the run record holds every option; the command line overrides --out and --steps
+    assert cli_main(["pretrain", "--config", str(finished_run / "run.json"), "--out", str(run), "--steps", "3",
+                     "--model", str(finished_run)]) == 0
+    err = capsys.readouterr().err
+    assert f"--model {finished_run}: using {finished_run / 'checkpoint-2'}" in err
+    saved = json.loads((run / "run.json").read_text())["train"]
+    before = json.loads((finished_run / "run.json").read_text())["train"]
+    assert {k: v for k, v in saved.items() if k not in ("out", "steps", "model")} == \
+        {k: v for k, v in before.items() if k not in ("out", "steps", "model")}
+
+
+def test_a_config_file_with_an_unknown_option_is_refused(tiny_data, tmp_path, capsys):
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"data": str(tiny_data[0]), "setps": 5}))
+    assert cli_main(["pretrain", "--config", str(config)]) == 2
+    assert "unknown option(s) setps" in capsys.readouterr().err
+
+
+def legend_clear_of_curves(fig) -> bool:
+    """No legend box overlaps any panel's plotting area."""
+    fig.canvas.draw()
+    boxes = [ax.get_window_extent() for ax in fig.axes]
+    legends = [ax.get_legend().get_window_extent() for ax in fig.axes if ax.get_legend()]
+    return bool(legends) and not any(lg.overlaps(box) for lg in legends for box in boxes)
+
+
+def test_plot_draws_held_out_mlm_loss_beside_the_training_loss(finished_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    from litebert.plot import build_figure, plot_run, read_metrics
+
+    fig = build_figure(read_metrics(finished_run), "run")
+    loss = fig.axes[0]
+    assert {"loss", "held-out mlm_loss"} <= {line.get_label() for line in loss.lines}
+    assert legend_clear_of_curves(fig)
+    assert plot_run(finished_run, tmp_path / "c.png").stat().st_size > 0
 
 
 # --------------------------------------------------------------------------------------------- bad resumes

@@ -177,3 +177,14 @@ def test_cli_build_and_info(corpus, en_tokenizer_dir, tmp_path, capsys):
     rc = cli_main(["data", "build", "--input", str(tmp_path / "bad.txt"), "--tokenizer", str(en_tokenizer_dir),
                    "--out", str(tmp_path / "x"), "--quiet"])
     assert rc == 2 and "invalid UTF-8" in capsys.readouterr().err
+
+
+def test_one_huge_document_suggests_max_doc_sentences(en_tokenizer_dir, tmp_path, capsys):
+    # a book written one sentence per line, with no blank line anywhere: one document of 1,200 sentences
+    (tmp_path / "book.txt").write_text("".join(f"this is sentence number {i} of the book.\n" for i in range(1200)))
+    args = ["data", "build", "--input", str(tmp_path / "book.txt"), "--tokenizer", str(en_tokenizer_dir),
+            "--workers", "1", "--validation-fraction", "0", "--quiet"]
+    assert cli_main(args + ["--out", str(tmp_path / "store")]) == 0
+    assert "1 document(s) of 1,200 sentences on average" in capsys.readouterr().out
+    assert cli_main(args + ["--out", str(tmp_path / "cut"), "--max-doc-sentences", "100"]) == 0
+    assert "--max-doc-sentences" not in capsys.readouterr().out

@@ -27,6 +27,8 @@ from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, 
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.optim import build_optimizer, make_scheduler
+from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
+from litebert.rundir import resolve_model_dir
 
 
 @dataclass
@@ -43,17 +45,19 @@ class FinetuneConfig:
     head: str = "classification"  # classification | regression | multilabel
     # hyperparameters: None = the task's defaults (paper Table 14 where it has them)
     lr: float | None = None
-    batch_size: int | None = None
+    batch_size: int | None = None  # examples per optimizer step
+    micro_batch_size: int | None = None  # examples per forward pass (None: batch_size); accumulation makes up the rest
     steps: int | None = None
     epochs: float | None = None
     warmup_ratio: float | None = None
+    warmup_steps: int | None = None  # instead of warmup_ratio
     max_seq_length: int | None = None
     albert_dropout: float | None = None
     classifier_dropout: float | None = None
     optimizer: str = "adamw"
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
-    grad_accum: int = 1
+    grad_accum: int | None = None  # old spelling: micro batch = batch_size, batch per step = batch_size x grad_accum
     # span QA
     doc_stride: int = 128
     max_query_length: int = 64
@@ -61,7 +65,7 @@ class FinetuneConfig:
     max_answer_length: int = 30
     # run
     precision: str = "auto"
-    seed: int = 42
+    seed: int = 0
     eval_every: int | None = None  # steps; None: once per epoch (and at the end)
     patience: int = 0  # early stop after this many evaluations without improvement (0: never)
     max_train_examples: int | None = None
@@ -141,16 +145,20 @@ class SentenceKind(Kind):
 
     def predictions(self, examples, features, outputs, spec, label_list):
         decided = self._decide(outputs, spec)
+        meanings = dict(spec.label_meanings)
         rows = []
         for ex, d, logit in zip(examples, decided, outputs):
+            row = {"guid": ex.guid, "text": ex.text_a, **({"text_b": ex.text_b} if ex.text_b is not None else {})}
             if spec.head == "regression":
-                rows.append({"guid": ex.guid, "score": float(d)})
+                row["score"] = float(d)
             elif spec.head == "multilabel":
-                rows.append({"guid": ex.guid, "labels": [label_list[i] for i in np.flatnonzero(d)]})
+                row["labels"] = [label_list[i] for i in np.flatnonzero(d)]
             else:
                 probs = torch.tensor(logit).softmax(-1).tolist()
-                rows.append({"guid": ex.guid, "label": label_list[int(d)],
-                             "probabilities": dict(zip(label_list, probs))})
+                label = label_list[int(d)]
+                row.update(label=label, **({"label_name": meanings[label]} if label in meanings else {}),
+                           probabilities=dict(zip(label_list, probs)))
+            rows.append(row)
         return rows
 
 
@@ -229,7 +237,8 @@ class SpanKind(Kind):
 
     def predictions(self, examples, features, outputs, spec, label_list):
         preds, null_odds = self._decode(examples, features, outputs, spec)
-        return [{"id": ex.qid, "answer": preds[ex.qid], "null_odds": null_odds[ex.qid]} for ex in examples]
+        return [{"id": ex.qid, "question": ex.question, "answer": preds[ex.qid], "null_odds": null_odds[ex.qid]}
+                for ex in examples]
 
 
 class ChoiceKind(Kind):
@@ -290,11 +299,27 @@ def resolve_hparams(cfg: FinetuneConfig, spec: TaskSpec, subset: bool = False) -
             filled.update(steps=None, epochs=OUR_DEFAULTS.num_train_epochs)
         else:
             filled.update(steps=hp.train_steps, epochs=hp.num_train_epochs)
-    if cfg.warmup_ratio is None:
+    if cfg.warmup_ratio is not None and cfg.warmup_steps is not None:
+        raise ConfigError("give --warmup-steps or --warmup-ratio, not both")
+    if cfg.warmup_ratio is None and cfg.warmup_steps is None:
         ratio = hp.warmup_ratio if hp.warmup_ratio is not None else (
             hp.warmup_steps / hp.train_steps if hp.train_steps else 0.1)
         filled["warmup_ratio"] = ratio
+    if cfg.grad_accum is not None:  # the old spelling: --batch-size was the micro batch
+        if cfg.micro_batch_size is not None:
+            raise ConfigError("give --micro-batch-size or (the old) --grad-accum, not both")
+        if cfg.grad_accum < 1:
+            raise ConfigError(f"--grad-accum {cfg.grad_accum}: must be >= 1")
+        filled.update(micro_batch_size=filled["batch_size"], batch_size=filled["batch_size"] * cfg.grad_accum)
+    micro = filled.get("micro_batch_size", cfg.micro_batch_size) or filled["batch_size"]
+    if micro < 1 or filled["batch_size"] % micro:
+        raise ConfigError(f"--batch-size {filled['batch_size']} is not a multiple of --micro-batch-size {micro}")
+    filled.update(micro_batch_size=micro, grad_accum=None)  # resolved: the record can be fed back as it is
     return dataclasses.replace(cfg, **filled)
+
+
+def warmup_for(cfg: FinetuneConfig, steps: int) -> int:
+    return cfg.warmup_steps if cfg.warmup_steps is not None else round(cfg.warmup_ratio * steps)
 
 
 def read_split(spec: TaskSpec, cfg: FinetuneConfig, split: str, label_list=None, limit: int | None = None):
@@ -403,6 +428,7 @@ def run_model(model, kind: Kind, features: list[dict], pad_id: int, batch_size: 
 
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
+    cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
     check_dev_source(spec, cfg)
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
@@ -427,29 +453,29 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     train_feats = kind.encode(train, tokenizer, spec, cfg, label_list)
     dev_feats = kind.encode(dev, tokenizer, spec, cfg, label_list)
 
-    per_step = cfg.batch_size * cfg.grad_accum
+    per_step, accum = cfg.batch_size, cfg.batch_size // cfg.micro_batch_size
     steps = cfg.steps or max(1, math.ceil(cfg.epochs * len(train_feats) / per_step))
     print(start_line(cfg, spec, train, dev, len(train_feats), steps, precision, subset), file=sys.stderr,
           flush=True)
     optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = make_scheduler(optimizer, round(cfg.warmup_ratio * steps), steps)
+    scheduler = make_scheduler(optimizer, warmup_for(cfg, steps), steps)
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
     lengths = [feature_length(f) for f in train_feats]
     log = (out_dir / "metrics.jsonl").open("a")
     best: dict[str, Any] = {"score": -math.inf}
     stale, epoch, queue, step = 0, 0, [], 0
-    bar = _progress(steps)
+    bar = _progress(steps, cfg.log_every)
     t0 = time.perf_counter()
     while step < steps:
         model.train()
-        for _ in range(cfg.grad_accum):
+        for _ in range(accum):
             if not queue:
-                queue, epoch = length_grouped_batches(lengths, cfg.batch_size, cfg.seed, epoch), epoch + 1
+                queue, epoch = length_grouped_batches(lengths, cfg.micro_batch_size, cfg.seed, epoch), epoch + 1
             batch = pad_features([train_feats[i] for i in queue.pop()], tokenizer.pad_id)
             inputs = {k: batch[k].to(device) for k in kind.input_keys}
             targets = {k: v.to(device) for k, v in kind.targets(batch).items()}
             with autocast(precision, device):
-                loss = model(**inputs, **targets).loss / cfg.grad_accum
+                loss = model(**inputs, **targets).loss / accum
             loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
         if not math.isfinite(loss.item()) or not math.isfinite(grad_norm.item()):
@@ -459,19 +485,20 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         scheduler.step()
         step += 1
         if step % cfg.log_every == 0 or step == steps:
-            _write(log, {"step": step, "loss": loss.item() * cfg.grad_accum, "lr": scheduler.get_last_lr()[0],
+            _write(log, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
                          "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
-        bar(step, loss.item() * cfg.grad_accum)
+        bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
         if step % eval_every == 0 or step == steps:
             outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
             metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
             score = metrics[spec.main_metric]
             collapsed = kind.collapse(outputs, spec, label_list)
             _write(log, {"step": step, "split": dev_split, **metrics, **collapsed})
-            print(f"\nstep {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
-                                                            if isinstance(v, float)), file=sys.stderr)
+            say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
+                                                       if isinstance(v, float))
+                + f" elapsed={format_seconds(time.perf_counter() - t0)}")
             if collapsed:
-                print(collapse_warning(collapsed, dev_split, step), file=sys.stderr)
+                say(collapse_warning(collapsed, dev_split, step))
             if score > best["score"]:
                 best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
                 model.save_pretrained(out_dir / "best", tokenizer=tokenizer)
@@ -480,7 +507,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
             else:
                 stale += 1
                 if cfg.patience and stale >= cfg.patience:
-                    print(f"early stop at step {step}: no gain in {stale} evaluations", file=sys.stderr)
+                    say(f"early stop at step {step}: no gain in {stale} evaluations")
                     break
     log.close()
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
@@ -492,17 +519,40 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     return result
 
 
-def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | None = None,
-             precision: str = "auto", batch_size: int = 64, limit: int | None = None, **custom) -> dict:
-    """Score a fine-tuned model directory on a split (default: the task's dev split)."""
+def run_record(model_dir: str | Path) -> dict:
+    """The settings a fine-tuning run recorded (RUN/finetune.json, beside best/), or {} for a bare model dir."""
+    path = Path(model_dir)
+    for candidate in (path / "finetune.json", path.parent / "finetune.json"):
+        if candidate.is_file() and (candidate.parent / "best").is_dir():
+            return json.loads(candidate.read_text())
+    return {}
+
+
+def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict):
+    """(cfg, spec, kind, device, model dir, model, tokenizer, label list) for evaluate/predict.
+
+    A fine-tuning run's record supplies what was not given: a custom task's format and columns, and the
+    max_seq_length it was trained with (not the task's default, which the model may not even hold)."""
+    record = run_record(model_dir)
+    inherited = {k: record[k] for k in ("format", "text_columns", "label_column", "head", "max_seq_length")
+                 if record.get(k) is not None and custom.get(k) is None
+                 and (k == "max_seq_length" or record.get("task") == "custom")}
+    custom = {**{k: v for k, v in custom.items() if v is not None}, **inherited}
     cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(data), **custom)
     spec = resolve_task(cfg)
     kind, device = kind_for(spec, cfg), pick_device(cfg.device)
-    model_dir = _best_dir(model_dir)
+    model_dir = resolve_model_dir(model_dir)
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
     label_list = model.config.label_names if spec.head in ("classification", "multilabel", "token") else None
-    cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
+    cfg = dataclasses.replace(cfg, max_seq_length=cfg.max_seq_length or spec.hparams.max_seq_length)
     check_positions(model, cfg.max_seq_length, model_dir)
+    return cfg, spec, kind, device, model, tokenizer, label_list
+
+
+def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | None = None,
+             precision: str = "auto", batch_size: int = 64, limit: int | None = None, **custom) -> dict:
+    """Score a fine-tuned model directory on a split (default: the task's dev split)."""
+    cfg, spec, kind, device, model, tokenizer, label_list = _scoring_setup(task, model_dir, data, custom)
     split = split or spec.eval_splits[0]
     examples = read_split(spec, cfg, split, label_list=label_list, limit=limit)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
@@ -515,18 +565,28 @@ def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | No
             **kind.score(examples, feats, outputs, spec, label_list), **collapsed}
 
 
-def predict(task: str, model_dir: str | Path, input_path: str | Path, precision: str = "auto",
-            batch_size: int = 64, **custom) -> list[dict]:
-    """Predictions for a file in the task's format (labels not needed), one dict per example."""
-    cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(input_path), **custom)
-    spec = resolve_task(cfg)
-    kind, device = kind_for(spec, cfg), pick_device(cfg.device)
-    model_dir = _best_dir(model_dir)
-    model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
-    label_list = model.config.label_names
-    cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
-    check_positions(model, cfg.max_seq_length, model_dir)
-    examples = read_examples(spec, input_path, "test", label_list=label_list)
+def predict(task: str, model_dir: str | Path, input_path: str | Path | None = None, precision: str = "auto",
+            batch_size: int = 64, texts: Sequence[str] | None = None, **custom) -> list[dict]:
+    """Predictions for a file in the task's format (labels not needed), or for `texts` (sentence tasks; a pair
+    as "first\tsecond"), one dict per example, carrying its input text."""
+    from litebert.data.tasks import Example
+
+    if (input_path is None) == (texts is None):
+        raise ConfigError("predict: give an input file (--input) or texts (--text), one of the two")
+    cfg, spec, kind, device, model, tokenizer, label_list = _scoring_setup(task, model_dir, input_path or "", custom)
+    if texts is not None:
+        if not isinstance(kind, SentenceKind):
+            raise ConfigError(f"--text works for sentence tasks; {spec.name} ({spec.head}) needs an --input file")
+        pair = spec.text_b is not None
+        examples = []
+        for i, text in enumerate(texts):
+            parts = text.split("\t")
+            if len(parts) != (2 if pair else 1):
+                raise ConfigError(f"--text #{i + 1} {text!r}: task {spec.name} takes "
+                                  + ("a pair: the two texts joined by a tab" if pair else "one text (no tab)"))
+            examples.append(Example(f"text-{i}", parts[0], parts[1] if pair else None, source=f"--text #{i + 1}"))
+    else:
+        examples = read_examples(spec, input_path, "test", label_list=label_list)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
     outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size,
                         resolve_precision(precision, device), device)
@@ -543,7 +603,7 @@ def collapse_warning(collapsed: dict, split: str, step: int | None = None) -> st
 def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int, steps: int, precision: str,
                subset: bool) -> str:
     """What this run will do, before it does it: a run's numbers are readable only next to these."""
-    per_step = cfg.batch_size * cfg.grad_accum
+    per_step = cfg.batch_size
     epochs = steps * per_step / max(n_features, 1)
     if cfg.steps is not None and cfg.epochs is None and spec.hparams.train_steps == cfg.steps:
         why = f"{spec.hparams.source} steps"
@@ -552,17 +612,12 @@ def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int,
                "paper's step count, sized for the full set, is not used")
     else:
         why = f"{cfg.epochs:g} epochs" if cfg.steps is None else "--steps"
-    accum = f" x {cfg.grad_accum} accumulation" if cfg.grad_accum > 1 else ""
+    accum = (f" ({cfg.micro_batch_size} x {cfg.batch_size // cfg.micro_batch_size} accumulation)"
+             if cfg.micro_batch_size < cfg.batch_size else "")
     return (f"litebert finetune: {spec.name} from {cfg.model}; {len(train)} train examples"
             f"{f' (of {train.available})' if subset else ''}, {len(dev)} dev; {steps} steps = {epochs:.2f} epochs "
-            f"({why}); batch {cfg.batch_size}{accum}, lr {cfg.lr:g}, warmup {round(cfg.warmup_ratio * steps)} "
+            f"({why}); batch {cfg.batch_size}{accum}, lr {cfg.lr:g}, warmup {warmup_for(cfg, steps)} "
             f"steps, max_seq_length {cfg.max_seq_length}, {precision}")
-
-
-def _best_dir(path: str | Path) -> Path:
-    """A fine-tuning run dir means its best checkpoint."""
-    path = Path(path)
-    return path / "best" if (path / "best" / "config.json").is_file() else path
 
 
 def _write(f, record: dict) -> None:
@@ -575,14 +630,17 @@ def _write_json(path: Path, obj: dict) -> None:
     path.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-def _progress(total: int):
-    if not sys.stderr.isatty():
-        return lambda step, loss: None
-    from tqdm import tqdm
+def _progress(total: int, log_every: int):
+    """Per-step update: a tqdm bar on a terminal; otherwise a log line every `log_every` steps (and the last)."""
+    if not on_terminal():
+        def line(step, loss, lr, elapsed):
+            if step % log_every == 0 or step == total:
+                say(f"step {step}/{total} loss={loss:.4f} lr={lr:.3g} elapsed={format_seconds(elapsed)} "
+                    f"eta={format_seconds(eta(elapsed, step, total - step))}")
+        return line
+    bar = make_bar(total, desc="finetune")
 
-    bar = tqdm(total=total, desc="finetune", dynamic_ncols=True)
-
-    def update(step, loss):
+    def update(step, loss, lr, elapsed):
         bar.update(step - bar.n)
-        bar.set_postfix(loss=f"{loss:.4f}")
+        bar.set_postfix_str(f"loss={loss:.4f} lr={lr:.2g}")
     return update

@@ -14,9 +14,30 @@ MASK = "[MASK]"
 
 @dataclass
 class MaskPrediction:
-    token: str
+    token: str  # the vocabulary entry, e.g. "▁paris" (SentencePiece) or "##ing" (WordPiece)
     token_id: int
     score: float  # softmax probability
+
+    @property
+    def text(self) -> str:
+        """The token as it reads in text: no word-start mark "▁", no continuation mark "##"."""
+        return self.token.replace("\u2581", " ").strip() if not self.token.startswith("##") else self.token[2:]
+
+    @property
+    def starts_word(self) -> bool:
+        return not self.token.startswith("##") and (self.token.startswith("\u2581") or "\u2581" not in self.token)
+
+
+def filled_text(text: str, masks: list[list[MaskPrediction]]) -> str:
+    """`text` with each [MASK] replaced by its top prediction (a WordPiece "##" piece joins the word before)."""
+    parts = text.split(MASK)
+    out = parts[0]
+    for part, preds in zip(parts[1:], masks):
+        top = preds[0]
+        if not top.starts_word:
+            out = out.rstrip()
+        out += top.text + part
+    return out
 
 
 def encode_with_masks(tokenizer, text: str) -> list[int]:
@@ -43,6 +64,10 @@ def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5, model=Non
     from litebert.model import AlbertForMaskedLM
     from litebert.tokenizer import load_tokenizer
 
+    from litebert.rundir import resolve_model_dir
+
+    if model is None or tokenizer is None:
+        model_dir = resolve_model_dir(model_dir)
     tokenizer = tokenizer or load_tokenizer(model_dir)
     model = (model or AlbertForMaskedLM.from_pretrained(model_dir)).eval()
     if model.config.vocab_size != tokenizer.vocab_size:

@@ -1,4 +1,9 @@
-"""Training curves from a run dir's metrics.jsonl (needs the [plot] extra: matplotlib)."""
+"""Training curves from a run dir's metrics.jsonl (needs the [plot] extra: matplotlib).
+
+A pretraining run: training and held-out MLM loss side by side, accuracies, learning rate, throughput.
+A fine-tuning run (a record with "split"): training loss, the dev scores, learning rate. Legends sit below
+their panel, never over a curve.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,15 @@ from pathlib import Path
 
 from litebert.errors import LitebertError
 
-PANELS = [("loss", ["loss", "mlm_loss", "sop_loss"]), ("accuracy", ["mlm_acc", "sop_acc", "eval_mlm_acc",
-                                                                    "eval_sop_acc", "eval_nsp_acc"]),
-          ("learning rate", ["lr"]), ("throughput (tokens/s)", ["tokens_per_s"])]
+PRETRAIN_PANELS = [
+    ("loss", ["loss", "mlm_loss", "sop_loss", "eval_mlm_loss"]),
+    ("accuracy", ["mlm_acc", "sop_acc", "eval_mlm_acc", "eval_sop_acc", "eval_nsp_acc"]),
+    ("learning rate", ["lr"]),
+    ("throughput (tokens/s)", ["tokens_per_s"]),
+]
+LABELS = {"eval_mlm_loss": "held-out mlm_loss", "eval_mlm_acc": "held-out mlm_acc",
+          "eval_sop_acc": "held-out sop_acc", "eval_nsp_acc": "held-out nsp_acc"}
+NOT_SCORES = {"step", "split", "examples", "truncated_words", "single_class_prediction"}
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
@@ -26,28 +37,51 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     return records
 
 
+def panels_for(records: list[dict]) -> list[tuple[str, list[tuple[str, list]]]]:
+    """[(title, [(label, [(step, value), ...]), ...]), ...] for the kind of run the records come from."""
+    def series(key, rows, label=None):
+        points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float)) and r.get(key) is not None]
+        return (label or LABELS.get(key, key), points)
+
+    evals = [r for r in records if "split" in r]
+    if evals:  # fine-tuning: train records carry "loss", dev records carry "split" and the scores
+        train = [r for r in records if "split" not in r]
+        scores = sorted({k for r in evals for k, v in r.items() if k not in NOT_SCORES and isinstance(v, float)})
+        return [("training loss", [series("loss", train)]),
+                (f"{evals[0]['split']} scores", [series(k, evals, f"{evals[0]['split']} {k}") for k in scores]),
+                ("learning rate", [series("lr", train)])]
+    return [(title, [series(k, records) for k in keys]) for title, keys in PRETRAIN_PANELS]
+
+
+def build_figure(records: list[dict], title: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = panels_for(records)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
+    for ax, (name, lines) in zip(axes[0], panels):
+        for label, points in lines:
+            if points:
+                sparse = len(points) <= 20  # evaluations: a handful of points, shown as markers
+                ax.plot(*zip(*points), label=label, marker="o" if sparse else None, markersize=3)
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        if ax.lines:  # below the panel, outside the plotting area: it cannot hide a curve
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise LitebertError("plotting needs matplotlib: pip install 'litebert[plot]'") from None
-    records = read_metrics(run_dir)
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 3.6))
-    for ax, (title, keys) in zip(axes, PANELS):
-        for key in keys:
-            points = [(r["step"], r[key]) for r in records if r.get(key) is not None]
-            if points:
-                ax.plot(*zip(*points), label=key, marker="o" if key.startswith("eval") else None, markersize=3)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        if ax.lines:
-            ax.legend(fontsize=8)
-    fig.suptitle(str(run_dir))
-    fig.tight_layout()
+    fig = build_figure(read_metrics(run_dir), str(run_dir))
     out = Path(out) if out else Path(run_dir) / "curves.png"
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out

@@ -40,6 +40,7 @@ from litebert.errors import CheckpointError, ConfigError, TrainingError
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import model_files, read_model_state
+from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 
 
 @dataclass
@@ -85,6 +86,9 @@ class PretrainConfig:
     nan_policy: str = "error"  # "error" | "skip"
     nan_budget: int = 10
     tensorboard: bool = False
+    # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
+    max_time: str | None = None  # wall-clock of this invocation: seconds, or "30m", "2h", "1h30m"
+    max_tokens: int | None = None  # training tokens (padded positions included), counted across resumes
 
     def __post_init__(self) -> None:
         checks = [
@@ -114,6 +118,7 @@ class PretrainConfig:
             (self.eval_batches >= 1, "eval_batches", "must be >= 1"),
             (self.eval_every >= 0, "eval_every", "must be >= 0 (0: only at the end)"),
             (bool(self.resume), "resume", "must be auto, none or a checkpoint directory"),
+            (self.max_tokens is None or self.max_tokens >= 1, "max_tokens", "must be >= 1"),
         ]
         for ok, name, why in checks:
             if not ok:
@@ -125,10 +130,30 @@ class PretrainConfig:
                 raise ConfigError(f"--device {self.device!r}: not a device torch knows (e.g. cpu, cuda, cuda:1, "
                                   "mps)") from None
         parse_phases(self.phases, self.max_seq_length)  # validates
+        self.max_seconds  # validates
+
+    @property
+    def max_seconds(self) -> float | None:
+        return None if self.max_time is None else parse_duration(self.max_time, "--max-time")
 
     @property
     def warmup(self) -> int:
         return self.warmup_steps if self.warmup_steps is not None else round(0.025 * self.steps)
+
+
+def parse_duration(text: str | float, flag: str) -> float:
+    """Seconds in "90", "90s", "30m", "2h", "1h30m" (or a number)."""
+    import re
+
+    value = str(text).strip().lower()
+    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", value)
+    if not value or match is None:
+        raise ConfigError(f"{flag} {text!r}: expected seconds or a duration like 30m, 2h, 1h30m")
+    h, m, sec = (float(g) if g else 0.0 for g in match.groups())
+    seconds = 3600 * h + 60 * m + sec
+    if seconds <= 0:
+        raise ConfigError(f"{flag} {text!r}: must be more than 0")
+    return seconds
 
 
 def parse_phases(spec: str | None, default_length: int) -> list[tuple[float, int]]:
@@ -300,20 +325,25 @@ class Run:
     step: int = 0
     nan_skipped: int = 0
     peak_flops: float = float("nan")
+    tokens: float = 0.0  # training tokens so far, over all ranks and resumes (--max-tokens)
 
 
 def model_config_for(cfg: PretrainConfig, vocab_size: int) -> tuple[AlbertConfig, Path | None]:
     """(config, directory to continue from or None). The vocab always comes from the store's tokenizer."""
     from litebert.cli._common import load_config
 
+    from litebert.rundir import resolve_model_dir
+
     source = Path(cfg.model)
+    if cfg.model not in PRESETS and source.is_dir():
+        source = resolve_model_dir(source)  # a run dir: its newest checkpoint
     init_dir = source if (source / "model.safetensors").is_file() else None
     if cfg.model not in PRESETS and source.is_dir() and init_dir is None:
         # A directory means "continue from these weights"; without them the run would start from random init.
         raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
                           f"to continue from; to train this architecture from scratch pass its config file "
                           f"(--model {source / 'config.json'})")
-    config = load_config(cfg.model) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
+    config = load_config(str(source)) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
                           f"vocab size {vocab_size}")
@@ -442,6 +472,7 @@ def resume_from(run: Run) -> None:
         raise CheckpointError(f"{state_file}: its optimizer/scheduler state does not fit this run ({e}); resume "
                               f"with the --optimizer and model it was saved with, or use a new --out") from None
     run.step, run.nan_skipped = saved_step, int(state["nan_skipped"])
+    run.tokens = float(state.get("tokens", 0.0))
     data = {k: int(v) for k, v in state["data"].items()}
     data.setdefault("offset", 0)
     saved_world = int(state["world_size"])
@@ -632,7 +663,7 @@ def save(run: Run) -> Path | None:
         state = {"step": run.step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
                  "scaler": run.scaler.state_dict(), "data": run.stream.state_dict(), "rng": rng,
                  "world_size": d.world, "micro_batch_size": run.cfg.micro_batch_size,
-                 "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped}
+                 "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped, "tokens": run.tokens}
         writers = dict(model_files(run.raw_model))
         for f in sorted(run.tokenizer_dir.iterdir()):
             if f.is_file():
@@ -750,6 +781,7 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
     bar = make_progress(cfg, run.step, d.main)
     last = {}
     window_tokens, window_start = 0.0, time.perf_counter()
+    started, start_step = time.perf_counter(), run.step
     while run.step < cfg.steps:
         inject_fault("kill", run.step, d.rank)
         batches = [run.stream.next(run.step) for _ in range(run.accum)]
@@ -759,21 +791,63 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
         if run.step == 0 and cfg.compile and d.main:
             print(f"first step (with compilation) took {time.perf_counter() - t0:.1f}s", file=sys.stderr)
         run.step += 1
-        window_tokens += stats.pop("tokens")
-        if run.step % cfg.log_every == 0 or run.step == cfg.steps:
+        window_tokens += stats["tokens"]
+        run.tokens += stats.pop("tokens")
+        stop = budget_spent(run, time.perf_counter() - started)
+        if run.step % cfg.log_every == 0 or run.step == cfg.steps or stop:
             elapsed = time.perf_counter() - window_start
             tps = window_tokens / elapsed
             peak = run.peak_flops * (d.world if run.device.type == "cuda" else 1)
             last = {"step": run.step, **stats, "tokens_per_s": tps, "mfu": flops_per_token * tps / peak,
-                    "nan_skipped": run.nan_skipped, "time": time.time()}
+                    "nan_skipped": run.nan_skipped, "time": time.time(),
+                    "elapsed": time.perf_counter() - started}
             log.write(last)
-            bar(last)
+            bar(last, eta(last["elapsed"], run.step - start_step, cfg.steps - run.step))
             window_tokens, window_start = 0.0, time.perf_counter()
-        if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step != cfg.steps:
+        if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step != cfg.steps and not stop:
             log_eval(run, log)
-        if run.step % cfg.save_every == 0 or run.step == cfg.steps:
+        if run.step % cfg.save_every == 0 or run.step == cfg.steps or stop:
             save(run)
-    return {**last, **log_eval(run, log)}
+        if stop:
+            if d.main:
+                say(f"stopping at step {run.step} of {cfg.steps}: {stop}; checkpoint-{run.step} saved (resume "
+                    "with a larger budget to go on)")
+            break
+    result = {**last, **log_eval(run, log)}
+    save_final(run)
+    return result
+
+
+def budget_spent(run: Run, elapsed: float) -> str:
+    """Why this run should stop now ("" when it should not); the same answer on every rank."""
+    cfg, why = run.cfg, ""
+    if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
+        why = f"--max-time {cfg.max_time} reached"
+    elif cfg.max_tokens is not None and run.tokens >= cfg.max_tokens:
+        why = f"--max-tokens {cfg.max_tokens:,} reached ({run.tokens:,.0f} tokens)"
+    if run.d.world > 1:  # clocks differ between ranks: rank 0 decides
+        flag = torch.tensor([1.0 if why else 0.0])
+        dist.broadcast(flag, src=0)
+        why = (why or "the budget was reached on rank 0") if flag.item() > 0 else ""
+    return why
+
+
+def save_final(run: Run) -> Path | None:
+    """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from."""
+    if not run.d.main:
+        return None
+    from litebert.files import atomic_write
+
+    final = Path(run.cfg.out) / "final"
+    final.mkdir(parents=True, exist_ok=True)
+    for name, write in model_files(run.raw_model).items():
+        atomic_write(final / name, write)
+    for f in sorted(run.tokenizer_dir.iterdir()):
+        if f.is_file():
+            atomic_write(final / f.name, lambda p, f=f: p.write_bytes(f.read_bytes()))
+    (final / "step.txt").write_text(f"{run.step}\n")
+    print(f"final model (step {run.step}) -> {final}", file=sys.stderr)
+    return final
 
 
 def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
@@ -792,7 +866,8 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     with tempfile.TemporaryDirectory(prefix="litebert-probe-") as tmp:
         out = Path(tmp) / "run"
         pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
-                                     save_every=steps, keep=1, resume="none", tensorboard=False))
+                                     save_every=steps, keep=1, resume="none", tensorboard=False, max_time=None,
+                                     max_tokens=None))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
@@ -808,8 +883,7 @@ def log_eval(run: Run, log: MetricsLog) -> dict[str, float]:
             result.update({k: v for k, v in evaluate(run, "nsp").items() if k == "eval_nsp_acc"})
         if result:
             log.write({"step": run.step, **result})
-            print("eval " + " ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float)),
-                  file=sys.stderr)
+            say("eval " + " ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float)))
     run.d.barrier()
     return result
 
@@ -817,19 +891,24 @@ def log_eval(run: Run, log: MetricsLog) -> dict[str, float]:
 def make_progress(cfg: PretrainConfig, start: int, main: bool):
     """A tqdm bar on a terminal, plain log lines otherwise; returns the per-log-step update function."""
     if not main:
-        return lambda rec: None
+        return lambda rec, eta_s=None: None
     keys = ("loss", "mlm_acc", "sop_acc", "lr", "tokens_per_s", "mfu")
-    if sys.stderr.isatty():
-        from tqdm import tqdm
+    if on_terminal():
+        bar = make_bar(cfg.steps, start, "pretrain")
 
-        bar = tqdm(total=cfg.steps, initial=start, desc="pretrain", dynamic_ncols=True)
-
-        def update(rec):
+        def update(rec, eta_s=None):
             bar.update(rec["step"] - bar.n)
-            bar.set_postfix({k: f"{rec[k]:.3g}" for k in keys if rec.get(k) is not None})
+            bar.set_postfix_str(" ".join(f"{SHORT[k] if k in SHORT else k}={rec[k]:.3g}"
+                                         for k in ("loss", "mlm_acc", "sop_acc", "lr") if rec.get(k) is not None))
         return update
 
-    def line(rec):
+    def line(rec, eta_s=None):
         print(f"step {rec['step']}/{cfg.steps} " + " ".join(
-            f"{k}={rec[k]:.4g}" for k in keys if rec.get(k) is not None), file=sys.stderr, flush=True)
+            f"{k}={rec[k]:.4g}" for k in keys if rec.get(k) is not None)
+            + f" elapsed={format_seconds(rec['elapsed'])} eta={format_seconds(eta_s)}", file=sys.stderr, flush=True)
     return line
+
+
+
+# Short names in the progress bar's postfix, so the bar stays readable at 80 columns.
+SHORT = {"mlm_acc": "mlm", "sop_acc": "sop"}

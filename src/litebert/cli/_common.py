@@ -1,7 +1,10 @@
-"""Helpers shared by the CLI modules."""
+"""Helpers shared by the CLI modules: one way to declare a command (help, example), dataclass-driven flags,
+hidden aliases for old flag spellings, and `--config FILE`."""
 
 from __future__ import annotations
 
+import argparse
+import json
 from pathlib import Path
 
 
@@ -20,9 +23,25 @@ def load_config(spec: str):
     raise ConfigError(f"{spec!r} is neither a preset ({', '.join(sorted(PRESETS))}) nor a config file")
 
 
-def add_dataclass_args(parser, cls, required: tuple[str, ...] = (), help: dict[str, str] | None = None,
-                       skip: tuple[str, ...] = ()) -> None:
-    """One `--flag` per field of a config dataclass, typed from its default (bools become on/off switches)."""
+def add_command(sub, name: str, help: str, example: str, description: str | None = None):
+    """A sub-command whose help ends with an example (`example`: one or more command lines)."""
+    lines = "\n".join("  " + line for line in example.strip().splitlines())
+    return sub.add_parser(name, help=help, description=description or help[:1].upper() + help[1:] + ".",
+                          epilog=f"example:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_alias(parser, old: str, dest: str, **kwargs) -> None:
+    """An old spelling of a flag: accepted, not shown in --help, and it never overrides the new flag's default."""
+    parser.add_argument(old, dest=dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
+
+
+def add_dataclass_args(parser, cls, help: dict[str, str], required: tuple[str, ...] = (),
+                       skip: tuple[str, ...] = (), choices: dict[str, tuple] | None = None,
+                       flags: dict[str, str] | None = None) -> None:
+    """One `--flag` per field of a config dataclass, typed from its default (bools become on/off switches).
+
+    Every field needs a `help` text that says what its default means; a non-None default is appended to it.
+    `flags` renames a field's flag (field -> "--flag")."""
     import dataclasses
     import typing
 
@@ -30,21 +49,23 @@ def add_dataclass_args(parser, cls, required: tuple[str, ...] = (), help: dict[s
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        flag = "--" + f.name.replace("_", "-")
+        if f.name not in help:
+            raise TypeError(f"{cls.__name__}.{f.name}: no help text")  # a programming error, caught by the tests
+        flag = (flags or {}).get(f.name, "--" + f.name.replace("_", "-"))
         kind = hints[f.name]
         base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)
-        text = (help or {}).get(f.name)
+        text = help[f.name]
+        if f.default is not None and f.default != "" and "default" not in text:
+            text += f" (default: {f.default})"
+        # Choices are shown (metavar) but checked by the config class, whose error names the option and the
+        # valid values the same way for the library and the command line.
+        extra = {"metavar": "{" + ",".join(choices[f.name]) + "}"} if choices and f.name in choices else {}
         if base is bool:
-            parser.add_argument(flag, action=argparse_bool(), default=f.default, help=text)
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=text)
         else:
-            parser.add_argument(flag, type=base, default=None if f.name in required else f.default,
-                                required=f.name in required, help=text or f"(default: {f.default})")
-
-
-def argparse_bool():
-    import argparse
-
-    return argparse.BooleanOptionalAction
+            parser.add_argument(flag, dest=f.name, type=base, default=None if f.name in required else f.default,
+                                required=f.name in required, help=text, **extra)
 
 
 def dataclass_from_args(cls, args, **extra):
@@ -52,3 +73,74 @@ def dataclass_from_args(cls, args, **extra):
 
     fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
     return cls(**{**fields, **extra})
+
+
+# --------------------------------------------------------------------------------------------- --config FILE
+
+
+def add_config_option(parser) -> None:
+    parser.add_argument("--config", metavar="FILE",
+                        help="read options from a JSON or YAML file (keys are the option names with _ or -; a run "
+                             "record this command wrote, finetune.json or run.json, repeats that run); flags given "
+                             "on the command line win (default: none)")
+
+
+def read_config_file(path: str) -> dict:
+    """The options in a --config file: a flat mapping, or a run record whose options sit under "train"."""
+    from litebert.errors import ConfigError
+
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"--config {path}: cannot read ({e.strerror or e})") from None
+    if file.suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml); or write the "
+                              "options as JSON") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--config {path}: not valid YAML ({e})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--config {path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if isinstance(data, dict) and isinstance(data.get("train"), dict):  # pretrain's run.json
+        data = data["train"]
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of option names to values")
+    return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def config_path_in(argv: list[str]) -> str | None:
+    """The FILE of `--config FILE` / `--config=FILE` in argv, if any (read before parsing: the file may provide
+    options that are otherwise required)."""
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def apply_config_file(parser, path: str, ignore: tuple[str, ...] = ()) -> None:
+    """The file's values become `parser`'s defaults (flags on the command line still win).
+
+    An unknown key is an error naming it (a typo must not be dropped without a word); keys in `ignore` (fields a
+    run record holds that the command does not take as options) are skipped."""
+    from litebert.errors import ConfigError
+
+    values = read_config_file(path)
+    known = {a.dest for a in parser._actions}
+    unknown = sorted(k for k in values if k not in known and k not in ignore)
+    if unknown:
+        raise ConfigError(f"--config {path}: unknown option(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(sorted(known - {'help', 'config', 'func'}))}")
+    parser.set_defaults(**{k: v for k, v in values.items() if k in known and k != "config"})
+    for action in parser._actions:  # a required option the file provides is no longer required on the line
+        if action.dest in values and values[action.dest] is not None:
+            action.required = False

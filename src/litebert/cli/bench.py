@@ -4,19 +4,22 @@
 def register(sub) -> None:
     import argparse
 
-    p = sub.add_parser("bench", help="quick speed check: a pretraining step and batch-1 inference, ours vs "
-                                     "transformers (when installed), interleaved")
+    from litebert.cli._common import add_command
+
+    p = add_command(sub, "bench", "quick speed check: a pretraining step and batch-1 inference, ours vs "
+                                  "transformers (when installed), interleaved", "litebert bench --threads 4")
     p.add_argument("--model", default="albert-base", help="preset name or config JSON (default: albert-base)")
     p.add_argument("--batch", type=int, default=8, help="pretraining batch (default: 8)")
     p.add_argument("--seq", type=int, default=128, help="sequence length (default: 128)")
     p.add_argument("--repeats", type=int, default=2, help="interleaved turns per side (default: 2)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--precision", default="auto", help="auto | bf16 | fp32 | fp16 (default: auto)")
+    p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp32", "fp16"),
+                   help="auto: bf16 where the hardware has fast bf16, else fp32 (default: auto)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
-                   help="torch.compile our training step (adds about a minute of compilation)")
-    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+                   help="torch.compile our training step (adds about a minute of compilation; default: off)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present, else cpu)")
     p.add_argument("--no-reference", dest="reference", action="store_false",
-                   help="skip transformers even when it is installed")
+                   help="skip transformers even when it is installed (default: run it when installed)")
     p.set_defaults(func=run)
 
 

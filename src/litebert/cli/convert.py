@@ -1,20 +1,23 @@
 """`litebert convert` (TF / TF-Hub / albert_zh / Hugging Face -> our directory) and `litebert export-onnx`."""
 
+from litebert.cli._common import add_command
+
 SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
 
 
 def register(sub) -> None:
     from litebert.export import TASKS
 
-    c = sub.add_parser("convert", help="convert a TF / TF-Hub / albert_zh checkpoint or a Hugging Face ALBERT dir "
-                                       "into a litebert model directory (no TensorFlow needed)")
+    c = add_command(sub, "convert", "convert a TF / TF-Hub / albert_zh checkpoint or a Hugging Face ALBERT dir "
+                                    "into a litebert model directory (no TensorFlow needed)",
+                    "litebert convert albert_base/ --out albert-base-v2      # Google's release, unpacked")
     c.add_argument("src", metavar="SRC", help="TF checkpoint prefix, .index file or directory; TF-Hub module "
                                               "directory; or a Hugging Face directory (safetensors only)")
     c.add_argument("--out", required=True, help="output model directory")
     c.add_argument("--from", dest="source", choices=SOURCES, default="auto",
                    help="checkpoint kind (default: auto, from the files and tensor names)")
     c.add_argument("--allow-unused", action="store_true",
-                   help="drop tensors that map to no parameter (listed) instead of failing")
+                   help="drop tensors that map to no parameter (listed) instead of failing (default: fail)")
     c.add_argument("--config", help="official albert_config.json (default: the one beside the checkpoint)")
     c.add_argument("--vocab", help="tokenizer file: SentencePiece *.model or WordPiece vocab.txt "
                                    "(default: the one beside the checkpoint)")
@@ -23,15 +26,16 @@ def register(sub) -> None:
                         "(default: auto, from the tensor names)")
     c.set_defaults(func=run_convert)
 
-    e = sub.add_parser("export-onnx", help="export a model directory to ONNX, checked in onnxruntime")
+    e = add_command(sub, "export-onnx", "export a model directory to ONNX, checked in onnxruntime",
+                    "litebert export-onnx runs/sst2/best --task classification --out sst2.onnx")
     e.add_argument("model_dir", metavar="DIR", help="litebert or Hugging Face ALBERT model directory")
     e.add_argument("--task", required=True, choices=list(TASKS), help="which model class and outputs to export")
     e.add_argument("--out", required=True, help="the .onnx file to write")
-    e.add_argument("--opset", type=int, default=17)
+    e.add_argument("--opset", type=int, default=17, help="ONNX opset (default: 17)")
     e.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                    help="torch's TorchScript exporter (default, no extra package) or the dynamo one (needs onnxscript)")
     e.add_argument("--no-verify", dest="verify", action="store_false",
-                   help="skip the onnxruntime-vs-PyTorch check")
+                   help="skip the onnxruntime-vs-PyTorch check (default: check when onnxruntime is installed)")
     e.set_defaults(func=run_export)
 
 

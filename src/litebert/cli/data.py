@@ -7,37 +7,42 @@ import os
 import sys
 import time
 
+from litebert.cli._common import add_command
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("data", help="build and inspect pretraining token stores")
     sub = parser.add_subparsers(dest="data_command", required=True, metavar="ACTION")
 
-    build = sub.add_parser(
-        "build", help="tokenize a corpus into a memory-mapped token store",
+    build = add_command(
+        sub, "build", "tokenize a corpus into a memory-mapped token store",
+        "litebert data build --input corpus/ --tokenizer tok/ --out store/ --workers 8",
         description="Plain text: one sentence per line, blank line between documents. JSONL (.jsonl/.json): one "
                     "document per line in a 'text' field, cut into sentences. .gz/.bz2/.xz are read transparently.")
     build.add_argument("--input", nargs="+", required=True, metavar="PATH", help="files, folders or globs")
     build.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer dir (or spiece.model/vocab.txt)")
     build.add_argument("--out", required=True, metavar="STORE", help="store directory to write")
-    build.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="tokenizing processes")
+    build.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                       help="tokenizing processes (default: all cores)")
     build.add_argument("--validation-fraction", type=float, default=0.01, metavar="F",
                        help="share of documents held out as the validation split (default 0.01)")
     build.add_argument("--on-bad-utf8", choices=("error", "replace", "skip"), default="error",
                        help="invalid UTF-8 lines: stop (default), replace bad bytes with U+FFFD, or skip the line")
-    build.add_argument("--seed", type=int, default=0, help="seed of the validation split")
+    build.add_argument("--seed", type=int, default=0, help="seed of the validation split (default: 0)")
     build.add_argument("--max-sentence-tokens", type=int, default=512,
                        help="cut longer sentences at word starts (default 512)")
     build.add_argument("--min-doc-tokens", type=int, default=2, help="skip shorter documents (default 2)")
-    build.add_argument("--min-doc-sentences", type=int, default=1, help="skip documents with fewer sentences")
+    build.add_argument("--min-doc-sentences", type=int, default=1,
+                       help="skip documents with fewer sentences (default: 1)")
     build.add_argument("--max-doc-sentences", type=int, default=0,
                        help="cut plain-text documents longer than this many sentences (0: never; for books with "
                             "no blank lines)")
-    build.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    build.add_argument("--quiet", action="store_true", help="no progress line")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing store (default: refuse)")
+    build.add_argument("--quiet", action="store_true", help="no progress line (default: a progress line on stderr)")
     build.set_defaults(func=_build)
 
-    info = sub.add_parser("info", help="print a store's tokenizer, settings and counts")
-    info.add_argument("store", metavar="STORE")
+    info = add_command(sub, "info", "print a store's tokenizer, settings and counts", "litebert data info store/")
+    info.add_argument("store", metavar="STORE", help="a token store directory")
     info.set_defaults(func=_info)
 
 

@@ -1,13 +1,18 @@
 """`litebert demo`: the end-to-end pipeline on text shipped with Python, offline, in a few minutes."""
 
 
+from litebert.cli._common import add_command
+
+
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="train a tokenizer, build a store, pretrain albert-tiny, evaluate, fill-mask")
-    p.add_argument("--out", default="runs/demo")
-    p.add_argument("--minutes", type=float, default=5.0, help="pretraining wall-clock budget (sets the steps)")
-    p.add_argument("--steps", type=int, help="pretraining steps (overrides --minutes)")
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--seed", type=int, default=0)
+    p = add_command(sub, "demo", "train a tokenizer, build a store, pretrain albert-tiny, evaluate, fill-mask",
+                    "litebert demo --out runs/demo --minutes 5")
+    p.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
+    p.add_argument("--minutes", type=float, default=5.0,
+                   help="pretraining wall-clock budget: sets the steps, and stops the run there (default: 5)")
+    p.add_argument("--steps", type=int, help="pretraining steps (default: as many as --minutes allows)")
+    p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (default: 8000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
     p.set_defaults(func=run)
 
 

@@ -1,9 +1,13 @@
 """`litebert params`: the paper's parameter tables from our own configs."""
 
 
+from litebert.cli._common import add_command
+
+
 def register(sub) -> None:
-    p = sub.add_parser("params", help="print parameter counts of the released configs and the paper's ablations")
-    p.add_argument("--model", help="a preset name or config JSON: print just its count")
+    p = add_command(sub, "params", "print parameter counts of the released configs and the paper's ablations",
+                    "litebert params\nlitebert params --model albert-base-v2")
+    p.add_argument("--model", help="a preset name or config JSON: print just its count (default: all tables)")
     p.set_defaults(func=run)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from litebert.cli._common import add_alias, add_command
 from litebert.errors import ConfigError
 
 
@@ -23,10 +24,11 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("tokenizer", help="train or try a tokenizer")
     sub = parser.add_subparsers(dest="tokenizer_command", required=True, metavar="ACTION")
 
-    train = sub.add_parser("train", help="train a unigram SentencePiece model with ALBERT's settings",
-                           description="Train a unigram SentencePiece model (pad 0, unk 1, [CLS] 2, [SEP] 3, "
-                                       "[MASK] 4, ALBERT's user symbols, coverage 0.99995) and write a tokenizer "
-                                       "dir in Hugging Face layout.")
+    train = add_command(sub, "train", "train a unigram SentencePiece model with ALBERT's settings",
+                        "litebert tokenizer train --input corpus/*.txt --vocab-size 30000 --out tok/",
+                        description="Train a unigram SentencePiece model (pad 0, unk 1, [CLS] 2, [SEP] 3, "
+                                    "[MASK] 4, ALBERT's user symbols, coverage 0.99995) and write a tokenizer "
+                                    "dir in Hugging Face layout.")
     train.add_argument("--input", nargs="+", required=True, metavar="PATH",
                        help="text files (one sentence per line) or .jsonl documents, folders or globs; "
                             ".gz/.bz2/.xz are read directly")
@@ -37,23 +39,29 @@ def register(subparsers) -> None:
                        help="sentences sampled from the corpus (default 10,000,000); bounds memory")
     train.add_argument("--model-type", choices=("unigram", "bpe", "char", "word"), default=None,
                        help="default unigram")
-    train.add_argument("--num-threads", type=int, default=None, help="trainer threads (default: all cores)")
+    train.add_argument("--threads", dest="num_threads", type=int, default=None,
+                       help="trainer threads (default: all cores)")
+    add_alias(train, "--num-threads", "num_threads", type=int)
     train.add_argument("--no-lower-case", action="store_true",
                        help="keep case (the tokenizer then encodes with do_lower_case=False too)")
     train.add_argument("--on-bad-utf8", choices=("error", "replace", "skip"), default="error",
                        help="invalid UTF-8 lines: stop with file:line (default), replace bad bytes, or skip")
-    train.add_argument("--seed", type=int, default=12345, help="seed of the trainer's sentence sampling")
+    train.add_argument("--seed", type=int, default=12345,
+                       help="seed of the trainer's sentence sampling (default: 12345, SentencePiece's own, so a "
+                            "vocabulary trained before this option existed comes out the same)")
     train.add_argument("--spm", type=_spm_option, action="append", default=[], metavar="KEY=VALUE",
-                       help="any other SentencePiece trainer option, repeatable (e.g. --spm hard_vocab_limit=false)")
-    train.add_argument("--verbose", action="store_true", help="show SentencePiece's training log")
+                       help="any other SentencePiece trainer option, repeatable (e.g. --spm "
+                            "hard_vocab_limit=false; default: none)")
+    train.add_argument("--verbose", action="store_true", help="show SentencePiece's training log (default: quiet)")
     train.set_defaults(func=_train)
 
-    encode = sub.add_parser("encode", help="show the pieces, ids and offsets of a text")
+    encode = add_command(sub, "encode", "show the pieces, ids and offsets of a text",
+                         'litebert tokenizer encode --tokenizer tok/ "Hello, my dog is cute" --pair "It is."')
     encode.add_argument("--tokenizer", required=True, metavar="DIR",
                         help="tokenizer dir (or a spiece.model / vocab.txt file)")
-    encode.add_argument("text")
-    encode.add_argument("--pair", default=None, help="second segment")
-    encode.add_argument("--max-length", type=int, default=None)
+    encode.add_argument("text", help="the text to encode")
+    encode.add_argument("--pair", default=None, help="second segment (default: none)")
+    encode.add_argument("--max-length", type=int, default=None, help="truncate to this many tokens (default: no limit)")
     encode.set_defaults(func=_encode)
 
 

@@ -449,6 +449,20 @@ def build_store(
     return store
 
 
+# Documents this long (in sentences) on average mean the corpus has no document breaks: a book written one
+# sentence per line with no blank lines reads as one document.
+HUGE_DOCUMENT_SENTENCES = 1000
+
+
+def huge_documents(documents: int, sentences: int, cut: int) -> list[str]:
+    """A warning, with the option that fixes it, when the documents are whole books."""
+    if cut or not documents or sentences / documents < HUGE_DOCUMENT_SENTENCES:
+        return []
+    return [f"{documents} document(s) of {sentences / documents:,.0f} sentences on average: a text with no blank "
+            "lines between documents reads as one document, so sentence pairs and the validation split take whole "
+            "files; pass --max-doc-sentences 100 (or another size) to cut them into documents"]
+
+
 def _build_stats(reader: CorpusReader, writer: _StoreWriter, splits: dict, on_bad_utf8: str) -> dict:
     rs = reader.stats
     bad_action = {"error": "none", "replace": "replaced with U+FFFD", "skip": "line skipped"}[on_bad_utf8]
@@ -465,10 +479,12 @@ def _build_stats(reader: CorpusReader, writer: _StoreWriter, splits: dict, on_ba
             "empty_sentences": {"count": writer.empty_sentences, "why": "line produced no token"},
             "bad_utf8_lines": {"count": rs.bad_utf8_lines, "why": f"invalid UTF-8 ({bad_action})"},
         },
-        "warnings": [
+        "warnings": ([
             f"the validation split is empty: {splits['train']['documents']} document(s) and validation fraction "
             f"{writer.validation_fraction} left none (use more documents or --validation-fraction 0)"
-        ] if writer.validation_fraction > 0 and splits["validation"]["documents"] == 0 else [],
+        ] if writer.validation_fraction > 0 and splits["validation"]["documents"] == 0 else []) + huge_documents(
+            sum(splits[s]["documents"] for s in SPLITS), sum(splits[s]["sentences"] for s in SPLITS),
+            reader.stats.documents_cut),
         "changed": {
             "long_sentences_cut": {"count": writer.long_sentences,
                                    "why": "sentence longer than max_sentence_tokens, cut at word starts"},

@@ -83,6 +83,7 @@ class TaskSpec:
     skip_malformed: bool = False  # by-design skip of rows missing fields (counted, logged)
     tag_scheme: str | None = None  # NER: "IOB1" | "IOB2"
     version_2: bool = False  # SQuAD v2.0 (unanswerable questions)
+    label_meanings: tuple[tuple[str, str], ...] = ()  # (label, readable name) for coded labels: ("0", "negative")
     notes: str = ""
 
     def __post_init__(self):
@@ -138,13 +139,16 @@ TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in [
         _glue("cola", _t14(1e-5, 16, 0.0, 5336, 320), "sentence", None, "label", _BIN, ("mcc", "accuracy"), "mcc",
-              fieldnames=("source", "label", "label_mark", "sentence"), headerless=("train", "dev")),
-        _glue("sst-2", _t14(1e-5, 32, 0.0, 20935, 1256), "sentence", None, "label", _BIN),
-        _glue("mrpc", _t14(2e-5, 32, 0.0, 800, 200), "#1 String", "#2 String", "Quality", _BIN, ("accuracy", "f1")),
+              fieldnames=("source", "label", "label_mark", "sentence"), headerless=("train", "dev"),
+              label_meanings=(("0", "unacceptable"), ("1", "acceptable"))),
+        _glue("sst-2", _t14(1e-5, 32, 0.0, 20935, 1256), "sentence", None, "label", _BIN,
+              label_meanings=(("0", "negative"), ("1", "positive"))),
+        _glue("mrpc", _t14(2e-5, 32, 0.0, 800, 200), "#1 String", "#2 String", "Quality", _BIN, ("accuracy", "f1"),
+              label_meanings=(("0", "not_equivalent"), ("1", "equivalent"))),
         _glue("sts-b", _t14(2e-5, 16, 0.0, 3598, 214), "sentence1", "sentence2", "score", None,
               ("pearson", "spearman", "mse"), "pearson"),
         _glue("qqp", _t14(5e-5, 128, 0.1, 14000, 1000), "question1", "question2", "is_duplicate", _BIN,
-              ("accuracy", "f1"), skip_malformed=True,
+              ("accuracy", "f1"), skip_malformed=True, label_meanings=(("0", "not_duplicate"), ("1", "duplicate")),
               notes="rows missing fields are skipped and counted, as the official QQP processor does"),
         _glue("mnli", _t14(3e-5, 128, 0.0, 10000, 1000), "sentence1", "sentence2", "gold_label",
               ("contradiction", "entailment", "neutral"), eval_splits=("dev_matched", "dev_mismatched"),
@@ -153,7 +157,8 @@ TASKS: dict[str, TaskSpec] = {
                      "test_matched": "test_matched.tsv", "test_mismatched": "test_mismatched.tsv"}),
         _glue("qnli", _t14(1e-5, 32, 0.0, 33112, 1986), "question", "sentence", "label", _NLI2),
         _glue("rte", _t14(3e-5, 32, 0.1, 800, 200), "sentence1", "sentence2", "label", _NLI2),
-        _glue("wnli", _t14(2e-5, 16, 0.1, 2000, 250), "sentence1", "sentence2", "label", _BIN),
+        _glue("wnli", _t14(2e-5, 16, 0.1, 2000, 250), "sentence1", "sentence2", "label", _BIN,
+              label_meanings=(("0", "not_entailment"), ("1", "entailment"))),
         TaskSpec("afqmc", "jsonl", "classification", {"train": "train.json", "dev": "dev.json", "test": "test.json"},
                  ("accuracy",), "accuracy", text_a="sentence1", text_b="sentence2", label="label", labels=_BIN),
         TaskSpec("lcqmc", "tsv", "classification", {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"},
