@@ -16,6 +16,9 @@ HELP = {
     "short_seq_prob": "share of examples cut shorter than --max-seq-length (the paper's 0.1)",
     "ngram": "longest masked n-gram (the paper's 3)",
     "objective": "sentence-level objective: sop (ALBERT), nsp (BERT, for ablations) or none (MLM only)",
+    "single_sentence": "a one-sentence chunk: random (the official code: B from another document), split, or skip",
+    "short_seq_draw": "the short target length is drawn per chunk (the paper) or per document (the official code)",
+    "mask_unit": "mask n-grams of whole words (the store's word boundaries) or of single tokens",
     "phases": "sequence-length schedule, e.g. 0.9:128,0.1:512 (default: all steps at --max-seq-length)",
     "batch_size": "global batch per optimizer step, in sequences, over all ranks",
     "micro_batch_size": "sequences per rank and forward pass; accumulation makes up --batch-size",
@@ -48,7 +51,8 @@ HELP = {
                 "(default: no limit)",
     "max_tokens": "stop cleanly after this many training tokens, saving a checkpoint (default: no limit)",
 }
-CHOICES = {"objective": ("sop", "nsp", "none"), "optimizer": ("lamb", "adamw", "adamw_official"),
+CHOICES = {"objective": ("sop", "nsp", "none"), "single_sentence": ("random", "split", "skip"),
+           "short_seq_draw": ("chunk", "document"), "mask_unit": ("word", "token"), "optimizer": ("lamb", "adamw", "adamw_official"),
            "precision": PRECISIONS, "nan_policy": ("error", "skip")}
 
 
