@@ -85,3 +85,14 @@ def test_version_and_top_level_help_do_not_import_torch():
     assert out.splitlines()[0].startswith("litebert ")
     assert "finetune" in out and "pretrain" in out
     assert out.strip().splitlines()[-1] == "False"
+
+
+def test_a_yaml_config_sets_options_that_the_command_line_overrides(tmp_path):
+    pytest.importorskip("yaml")
+    from litebert.cli._common import apply_config_file
+
+    (tmp_path / "run.yaml").write_text("data: store/\nmicro-batch-size: 8\nsteps: 50\nmax_time: 30m\n")
+    parser = dict(subcommand_parsers())["pretrain"]
+    apply_config_file(parser, str(tmp_path / "run.yaml"))
+    args = parser.parse_args(["--steps", "70"])  # --data came from the file, so it is no longer required
+    assert (args.data, args.micro_batch_size, args.steps, args.max_time) == ("store/", 8, 70, "30m")
