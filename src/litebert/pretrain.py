@@ -314,6 +314,11 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
 
     source = Path(cfg.model)
     init_dir = source if (source / "model.safetensors").is_file() else None
+    if cfg.model not in PRESETS and source.is_dir() and init_dir is None:
+        # A directory means "continue from these weights"; without them the run would start from random init.
+        raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
+                          f"to continue from; to train this architecture from scratch pass its config file "
+                          f"(--model {source / 'config.json'})")
     config = load_config(cfg.model) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
