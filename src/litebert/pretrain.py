@@ -319,15 +319,19 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
     start, the optimizer and schedule are fresh, and the store must have been built with the model's own
     tokenizer (same pieces, same ids), which `store` is checked against."""
     from litebert.cli._common import load_config
+    from litebert.hub_cache import resolve_model_path
 
-    source = Path(cfg.model)
+    model = cfg.model
+    if model not in PRESETS and "/" in model and not model.endswith(".json") and not Path(model).exists():
+        model = str(resolve_model_path(model))  # a Hub id ("albert/albert-base-v2"): its local Hub cache snapshot
+    source = Path(model)
     init_dir = source if (source / "model.safetensors").is_file() else None
-    if cfg.model not in PRESETS and source.is_dir() and init_dir is None:
+    if model not in PRESETS and source.is_dir() and init_dir is None:
         # A directory means "continue from these weights"; without them the run would start from random init.
         raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
                           f"to continue from; to train this architecture from scratch pass its config file "
                           f"(--model {source / 'config.json'})")
-    config = load_config(cfg.model) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
+    config = load_config(model) if model not in PRESETS else AlbertConfig.from_preset(model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
                           f"vocab size {vocab_size}")
