@@ -281,7 +281,6 @@ def test_transformers_autotokenizer_loads_our_dir(albert, albert_dir, official):
     n = _disagreeing(hf, [r["text"] for r in official], [r["ids"] for r in official])
     print(f"\ntransformers {transformers.__version__} {type(hf).__name__} disagrees with the official ALBERT "
           f"tokenization on {n} of {len(official)} texts")
-    assert 0 <= n <= len(official)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -377,7 +376,7 @@ def test_bad_model_files_raise_tokenizer_error(tmp_path):
         WordPieceTokenizer(vocab)
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()
-    with pytest.raises(TokenizerError, match="no spiece.model or vocab.txt"):
+    with pytest.raises(TokenizerError, match="no spiece.model, vocab.txt or tokenizer.json"):
         load_tokenizer(empty_dir)
     (empty_dir / "tokenizer_config.json").write_text("{not json")
     with pytest.raises(TokenizerError, match="tokenizer_config.json: not valid JSON"):

@@ -38,6 +38,7 @@ from litebert.config import AlbertConfig, PRESETS
 from litebert.device import autocast, measure_peak_flops, pick_device, resolve_precision, synchronize
 from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, TrainingError
+from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import model_files, read_model_state
@@ -56,6 +57,9 @@ class PretrainConfig:
     short_seq_prob: float = 0.1
     ngram: int = 3
     objective: str = "sop"  # "sop" | "nsp" (ablation) | "none" (MLM only)
+    single_sentence: str = "random"  # one-sentence chunk: "random" (official: B from another doc), "split", "skip"
+    short_seq_draw: str = "chunk"  # short target length drawn per "chunk" (paper) or per "document" (official code)
+    mask_unit: str = "word"  # mask n-grams of whole "word"s (the store's word boundaries) or of single "token"s
     phases: str | None = None  # e.g. "0.9:128,0.1:512": 90% of steps at 128, then 10% at 512
     # optimisation
     batch_size: int = 256  # global batch, in sequences
@@ -86,6 +90,7 @@ class PretrainConfig:
     nan_policy: str = "error"  # "error" | "skip"
     nan_budget: int = 10
     tensorboard: bool = False
+    health: bool = True  # log the representation-health figure (litebert.health) at every log step
 
     def __post_init__(self) -> None:
         checks = [
@@ -98,6 +103,9 @@ class PretrainConfig:
             (0 <= self.short_seq_prob <= 1, "short_seq_prob", "must be in [0, 1]"),
             (1 <= self.ngram <= 10, "ngram", "must be in [1, 10]"),
             (self.objective in ("sop", "nsp", "none"), "objective", "must be sop, nsp or none"),
+            (self.single_sentence in ("random", "split", "skip"), "single_sentence", "must be random, split or skip"),
+            (self.short_seq_draw in ("chunk", "document"), "short_seq_draw", "must be chunk or document"),
+            (self.mask_unit in ("word", "token"), "mask_unit", "must be word or token"),
             (self.lr > 0 and math.isfinite(self.lr), "lr", "must be a positive number"),
             (self.optimizer in ("lamb", "adamw", "adamw_official"), "optimizer", "must be lamb, adamw or adamw_official"),
             (self.max_grad_norm > 0, "max_grad_norm", "must be > 0"),
@@ -217,7 +225,9 @@ class BatchStream:
         return PretrainingDataset(
             self.store, split="train", max_seq_length=self.phases[self.state["phase"]][1],
             max_predictions_per_seq=cfg.max_predictions_per_seq, masked_lm_prob=cfg.masked_lm_prob,
-            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=cfg.objective, seed=cfg.seed)
+            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=cfg.objective, seed=cfg.seed,
+            single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence], short_seq_draw=cfg.short_seq_draw,
+            mask_unit=cfg.mask_unit)
 
     def _open(self) -> None:
         from litebert.data.pretraining import ResumableSampler, collate_pretraining
@@ -310,22 +320,53 @@ class Run:
     peak_flops: float = float("nan")
 
 
-def model_config_for(cfg: PretrainConfig, vocab_size: int) -> tuple[AlbertConfig, Path | None]:
-    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer."""
-    from litebert.cli._common import load_config
+def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[AlbertConfig, Path | None]:
+    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer.
 
-    source = Path(cfg.model)
+    Continued (domain- or task-adaptive) pretraining: `cfg.model` is a model directory; its weights are the
+    start, the optimizer and schedule are fresh, and the store must have been built with the model's own
+    tokenizer (same pieces, same ids), which `store` is checked against."""
+    from litebert.cli._common import load_config
+    from litebert.hub_cache import resolve_model_path
+
+    model = cfg.model
+    if model not in PRESETS and "/" in model and not model.endswith(".json") and not Path(model).exists():
+        model = str(resolve_model_path(model))  # a Hub id ("albert/albert-base-v2"): its local Hub cache snapshot
+    source = Path(model)
     init_dir = source if (source / "model.safetensors").is_file() else None
-    config = load_config(cfg.model) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
+    if model not in PRESETS and source.is_dir() and init_dir is None:
+        # A directory means "continue from these weights"; without them the run would start from random init.
+        raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
+                          f"to continue from; to train this architecture from scratch pass its config file "
+                          f"(--model {source / 'config.json'})")
+    config = load_config(model) if model not in PRESETS else AlbertConfig.from_preset(model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
                           f"vocab size {vocab_size}")
+    if init_dir is not None and store is not None:
+        check_continued_tokenizer(init_dir, store)
     dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     config = config.replace(vocab_size=vocab_size, gradient_checkpointing=cfg.gradient_checkpointing, **dropout)
     if config.max_position_embeddings < max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length)):
         raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
                           f"{config.max_position_embeddings}")
     return config, init_dir
+
+
+def check_continued_tokenizer(init_dir: Path, store) -> None:
+    """The model dir's tokenizer (when it has one) must be the store's: equal vocab sizes are not enough, a
+    store of another vocabulary would feed the model ids that mean other pieces."""
+    from litebert.errors import TokenizerError
+    from litebert.tokenizer import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(init_dir)
+    except TokenizerError:
+        return  # a bare model dir (config + weights): nothing to compare; the vocab size was checked
+    if tokenizer.fingerprint() != store.tokenizer_fingerprint:
+        raise TokenizerError(f"--model {init_dir}: its tokenizer is not the one the store {store.path} was built "
+                             f"with; continued pretraining keeps the model's tokenizer: build the store with "
+                             f"`litebert data build --tokenizer {init_dir} ...`")
 
 
 def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
@@ -357,7 +398,7 @@ def setup(cfg: PretrainConfig) -> Run:
     store = on_all_ranks(d, lambda: TokenStore.open(cfg.data))
     check_same_store(d, store.path)
     tokenizer_dir = resolve_tokenizer_dir(cfg, store)
-    config, init_dir = model_config_for(cfg, store.vocab_size)
+    config, init_dir = model_config_for(cfg, store.vocab_size, store)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     raw = AlbertForPreTraining(config)
     if init_dir is not None:
@@ -742,6 +783,28 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
             dist.destroy_process_group()
 
 
+SINGLE_SENTENCE_MODES = {"random": "random_document", "split": "split", "skip": "skip"}  # CLI -> dataset names
+LABEL_SKEW_WARNING = 0.1  # warn when the share of label 1 is further than this from 1/2
+
+
+def data_lines(cfg: PretrainConfig, dataset) -> list[str]:
+    """The pretraining start line about the data (label balance, random-document B, short targets), and a
+    warning when the pair labels are far from 50/50."""
+    b = dataset.label_balance(0)
+    word = dataset.store.meta["build"].get("word_segmenter")
+    lines = [f"data: {b['examples']:,} examples in epoch 0, {b['single_sentence_chunks']:.1%} single-sentence "
+             f"chunks (--single-sentence {cfg.single_sentence}), {b['random_b']:.1%} with B from another "
+             f"document, {b['short_targets']:.1%} short targets (--short-seq-draw {cfg.short_seq_draw}), masking "
+             f"{cfg.mask_unit}s" + (f" ({word} words)" if word and cfg.mask_unit == "word" else "")]
+    if cfg.objective != "none":
+        lines[0] += f", {cfg.objective.upper()} label 1: {b['label1']:.1%}"
+        if abs(b["label1"] - 0.5) > LABEL_SKEW_WARNING:
+            lines.append(f"warning: {b['label1']:.0%} of {cfg.objective.upper()} labels are 1 (far from 50/50): "
+                         f"{b['single_sentence_chunks']:.0%} of chunks hold one sentence and take B from another "
+                         "document; --single-sentence split or skip keeps the labels balanced")
+    return lines
+
+
 def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
     run = setup(cfg)
     d, log = run.d, MetricsLog(run)
@@ -758,7 +821,13 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
               f"{run.precision}, {d.world} rank(s) x {cfg.micro_batch_size} x {run.accum} accumulation = batch "
               f"{cfg.batch_size}, {cfg.steps} steps from step {run.step}, peak {run.peak_flops / 1e12:.2f} "
               "TFLOP/s (calibration GEMM)", file=sys.stderr)
+        for line in data_lines(cfg, run.stream._dataset()):
+            print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
+    # A fixed held-out batch for the representation-health figure at every log step (litebert.health).
+    shortest = min(n for _, n in parse_phases(cfg.phases, seq_len))
+    health_batch = store_health_batch(run.store, shortest) if d.main and cfg.health else None
+    collapse_warned = False
     last = {}
     window_tokens, window_start = 0.0, time.perf_counter()
     while run.step < cfg.steps:
@@ -777,6 +846,11 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
             peak = run.peak_flops * (d.world if run.device.type == "cuda" else 1)
             last = {"step": run.step, **stats, "tokens_per_s": tps, "mfu": flops_per_token * tps / peak,
                     "nan_skipped": run.nan_skipped, "time": time.time()}
+            if health_batch is not None:
+                last.update(representation_health(run.raw_model.albert, health_batch))
+                if is_collapsed(last) and not collapse_warned:
+                    warn_collapsed(last, f"step {run.step}")
+                    collapse_warned = True
             log.write(last)
             bar(last)
             window_tokens, window_start = 0.0, time.perf_counter()
@@ -784,6 +858,8 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
             log_eval(run, log)
         if run.step % cfg.save_every == 0 or run.step == cfg.steps:
             save(run)
+    if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
+        warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     return {**last, **log_eval(run, log)}
 
 
@@ -803,7 +879,7 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     with tempfile.TemporaryDirectory(prefix="litebert-probe-") as tmp:
         out = Path(tmp) / "run"
         pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
-                                     save_every=steps, keep=1, resume="none", tensorboard=False))
+                                     save_every=steps, keep=1, resume="none", tensorboard=False, health=False))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
@@ -829,7 +905,7 @@ def make_progress(cfg: PretrainConfig, start: int, main: bool):
     """A tqdm bar on a terminal, plain log lines otherwise; returns the per-log-step update function."""
     if not main:
         return lambda rec: None
-    keys = ("loss", "mlm_acc", "sop_acc", "lr", "tokens_per_s", "mfu")
+    keys = ("loss", "mlm_acc", "sop_acc", "health_spread", "lr", "tokens_per_s", "mfu")
     if sys.stderr.isatty():
         from tqdm import tqdm
 
