@@ -13,7 +13,6 @@ from litebert.data.merge import build_part, merge_parts, plan_parts
 from litebert.data.pretraining import PretrainingDataset
 from litebert.data.store import SPLITS, TokenStore, build_store
 from litebert.errors import CorpusError
-from litebert.tokenizer import AlbertTokenizer
 
 # Settings that exercise everything a part must get right: a validation split, documents cut by
 # max_doc_sentences, short documents skipped.
@@ -21,17 +20,10 @@ SETTINGS = dict(validation_fraction=0.3, seed=5, max_doc_sentences=12, min_doc_t
 
 
 @pytest.fixture(scope="module")
-def tokenizer_dir(shared_data, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tok")
-    AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model").save_pretrained(out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def corpus(shared_data, tmp_path_factory):
     """7 files of Gutenberg prose (plain text, .gz, JSONL with an empty record), of unequal sizes."""
     root = tmp_path_factory.mktemp("corpus")
-    lines = [x for x in (shared_data / "gutenberg" / "carroll-alice.txt").read_text(encoding="utf-8").split("\n")]
+    lines = (shared_data / "gutenberg" / "carroll-alice.txt").read_text(encoding="utf-8").split("\n")
     docs = [lines[i : i + 9 + i % 17] for i in range(0, 1400, 25)]
     for k, (a, b) in enumerate([(0, 6), (6, 9), (9, 20), (20, 22), (22, 34), (34, 40)]):
         text = "\n\n".join("\n".join(d) for d in docs[a:b]) + "\n"
@@ -50,9 +42,9 @@ def documents(store: TokenStore, split: str) -> list[list[list[int]]]:
     return [[ids.tolist() for ids in s.document(d)] for d in range(len(s))]
 
 
-def test_merged_parts_read_exactly_like_a_single_build(corpus, tokenizer_dir, tmp_path):
-    single = build_store(corpus, tokenizer_dir, tmp_path / "single", **SETTINGS)
-    parts = [build_part(corpus, tokenizer_dir, tmp_path / f"part{i}", i, 3, **SETTINGS) for i in range(3)]
+def test_merged_parts_read_exactly_like_a_single_build(corpus, en_tokenizer_dir, tmp_path):
+    single = build_store(corpus, en_tokenizer_dir, tmp_path / "single", **SETTINGS)
+    parts = [build_part(corpus, en_tokenizer_dir, tmp_path / f"part{i}", i, 3, **SETTINGS) for i in range(3)]
     offsets = [p.meta["part"]["doc_offset"] for p in parts]
     assert offsets[0] == 0 and 0 < offsets[1] < offsets[2]  # the later parts number their documents on
     assert all(p.num_documents("train") > 0 for p in parts)
@@ -85,10 +77,10 @@ def test_parts_are_balanced_by_bytes_and_cover_the_listing_once(corpus):
     assert plan_parts(corpus, 3)[1] == listing and plan_parts(corpus, 2)[1] == listing
 
 
-def test_merge_refuses_parts_that_do_not_belong_together(corpus, tokenizer_dir, tmp_path):
-    part = lambda name, i, n=3, **kw: build_part(corpus, tokenizer_dir, tmp_path / name, i, n, **{**SETTINGS, **kw})
+def test_merge_refuses_parts_that_do_not_belong_together(corpus, en_tokenizer_dir, tmp_path):
+    part = lambda name, i, n=3, **kw: build_part(corpus, en_tokenizer_dir, tmp_path / name, i, n, **{**SETTINGS, **kw})
     part("a0", 0), part("a1", 1), part("a2", 2), part("a1bis", 1), part("seed", 2, seed=6), part("of2", 1, 2)
-    whole = build_store(corpus, tokenizer_dir, tmp_path / "whole", **SETTINGS)
+    whole = build_store(corpus, en_tokenizer_dir, tmp_path / "whole", **SETTINGS)
     cases = {
         ("a0", "a1"): "part(s) 2 of 3 missing",
         ("a0", "a1", "a1bis", "a2"): "are both part 1/3",
@@ -102,18 +94,18 @@ def test_merge_refuses_parts_that_do_not_belong_together(corpus, tokenizer_dir, 
         assert all((tmp_path / n / "meta.json").is_file() for n in names)  # nothing was moved
     assert not (tmp_path / "merged").exists() and whole.num_documents() > 0
     with pytest.raises(CorpusError, match="no input file falls to this part"):
-        build_part(corpus / "0.txt", tokenizer_dir, tmp_path / "none", 0, 2)  # its one file is part 1
+        build_part(corpus / "0.txt", en_tokenizer_dir, tmp_path / "none", 0, 2)  # its one file is part 1
 
 
-def test_cli_build_shards_and_merge(corpus, tokenizer_dir, tmp_path, capsys):
+def test_cli_build_shards_and_merge(corpus, en_tokenizer_dir, tmp_path, capsys):
     for i in range(2):
-        assert cli_main(["data", "build", "--input", str(corpus), "--tokenizer", str(tokenizer_dir), "--out",
+        assert cli_main(["data", "build", "--input", str(corpus), "--tokenizer", str(en_tokenizer_dir), "--out",
                          str(tmp_path / f"p{i}"), "--shard", f"{i}/2", "--workers", "1", "--quiet"]) == 0
     assert cli_main(["data", "merge", str(tmp_path / "p0"), str(tmp_path / "p1"), "--out", str(tmp_path / "s")]) == 0
     assert "merged     2 part(s)" in capsys.readouterr().out
-    single = build_store(corpus, tokenizer_dir, tmp_path / "single")
+    single = build_store(corpus, en_tokenizer_dir, tmp_path / "single")
     assert documents(TokenStore.open(tmp_path / "s"), "train") == documents(single, "train")
-    assert cli_main(["data", "build", "--input", str(corpus), "--tokenizer", str(tokenizer_dir), "--out",
+    assert cli_main(["data", "build", "--input", str(corpus), "--tokenizer", str(en_tokenizer_dir), "--out",
                      str(tmp_path / "x"), "--shard", "2/2"]) == 2
     assert "--shard '2/2': expected I/N with 0 <= I < N" in capsys.readouterr().err
 
@@ -141,5 +133,6 @@ def test_document_count_without_tokenizing_matches_the_reader(tmp_path):
             for _ in reader.chunks():
                 pass
             assert count_documents(files, policy, cut) == reader.stats.documents, (cut, policy)
+            assert count_documents(files, policy, cut, workers=2) == reader.stats.documents, (cut, policy)
     with pytest.raises(CorpusError, match=r"bad.txt:3: invalid UTF-8"):
         count_documents([tmp_path / "bad.txt"], "error", 0)

@@ -17,11 +17,14 @@ validation split, same stats.json); only the shard boundaries differ, which read
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import lzma
+import multiprocessing
 import os
 import shutil
 import zlib
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -59,20 +62,28 @@ def plan_parts(inputs, count: int) -> tuple[list[list[Path]], str]:
     return ranges, listing
 
 
-def count_documents(files: list[Path], on_bad_utf8: str, max_doc_sentences: int) -> int:
+def count_documents(files: list[Path], on_bad_utf8: str, max_doc_sentences: int, workers: int = 1) -> int:
     """The document ordinals a build of `files` uses (what CorpusReader numbers), without tokenizing. Files start
-    their own documents, so this is a sum over files: plain text by a fast count of its runs of non-blank lines,
-    anything else (JSONL, documents cut by max_doc_sentences, bad UTF-8) by the reader itself."""
-    total = 0
-    for path in files:
-        fast = None if is_jsonl(path) or max_doc_sentences else _count_plain_documents(path)
-        if fast is None:
-            reader = CorpusReader([path], on_bad_utf8=on_bad_utf8, max_doc_sentences=max_doc_sentences)
-            for _ in reader.chunks():
-                pass
-            fast = reader.stats.documents
-        total += fast
-    return total
+    their own documents, so this is a sum over files, counted in `workers` processes: plain text by a fast count
+    of its runs of non-blank lines, anything else (JSONL, documents cut by max_doc_sentences, bad UTF-8) by the
+    reader itself."""
+    count = functools.partial(_count_file, on_bad_utf8=on_bad_utf8, max_doc_sentences=max_doc_sentences)
+    if workers <= 1 or len(files) <= 1:
+        return sum(map(count, files))
+    context = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
+                                          else "spawn")
+    with ProcessPoolExecutor(min(workers, len(files)), mp_context=context) as pool:
+        return sum(pool.map(count, files))
+
+
+def _count_file(path: Path, on_bad_utf8: str, max_doc_sentences: int) -> int:
+    fast = None if is_jsonl(path) or max_doc_sentences else _count_plain_documents(path)
+    if fast is None:
+        reader = CorpusReader([path], on_bad_utf8=on_bad_utf8, max_doc_sentences=max_doc_sentences)
+        for _ in reader.chunks():
+            pass
+        fast = reader.stats.documents
+    return fast
 
 
 def _count_plain_documents(path: Path) -> int | None:
@@ -105,7 +116,8 @@ def build_part(inputs, tokenizer, out, index: int, count: int, *, on_bad_utf8: s
         raise CorpusError(f"--shard {index}/{count}: no input file falls to this part ({sum(map(len, ranges))} "
                           "file(s) in all, cut into ranges of about equal bytes); use fewer parts or split the "
                           "corpus into more files")
-    offset = count_documents([f for r in ranges[:index] for f in r], on_bad_utf8, max_doc_sentences)
+    offset = count_documents([f for r in ranges[:index] for f in r], on_bad_utf8, max_doc_sentences,
+                             build_kwargs.get("workers", 1))
     part = {"index": index, "count": count, "listing_sha256": listing, "doc_offset": offset}
     return build_store(ranges[index], tokenizer, out, on_bad_utf8=on_bad_utf8, max_doc_sentences=max_doc_sentences,
                        doc_offset=offset, part=part, **build_kwargs)
