@@ -1,7 +1,8 @@
 """ONNX export of a model directory, checked against PyTorch in onnxruntime.
 
 The graph takes `input_ids`, `attention_mask`, `token_type_ids` (int64, [batch, sequence], or
-[batch, choice, sequence] for multiple choice) and returns the task's outputs under the names of `AlbertOutput`.
+[batch, choice, sequence] for multiple choice) and returns the task's outputs under transformers' names
+(`logits`, `start_logits`, `end_logits`, `last_hidden_state`, ...).
 Batch, sequence (and choice) are dynamic axes.
 
 Exporters: "torchscript" (default) is torch's TorchScript-based exporter (`dynamo=False`): it needs no extra
@@ -29,16 +30,21 @@ MIN_OPSET = 14  # the first opset with a scaled_dot_product_attention symbolic i
 @dataclass(frozen=True)
 class TaskSpec:
     model_class: str
-    outputs: dict[str, tuple[str | None, ...]]  # output name -> axis names (None: a fixed size)
+    outputs: dict[str, tuple[str | None, ...]]  # output name (as transformers names it) -> axis names
     choice_axis: bool = False
+    attrs: dict[str, str] = field(default_factory=dict)  # output name -> AlbertOutput field, where they differ
 
 
+# Output names follow transformers' model outputs (logits, start_logits, last_hidden_state, ...), so code
+# written against an exported transformers ALBERT reads ours unchanged.
 TASKS: dict[str, TaskSpec] = {
-    "base": TaskSpec("AlbertModel", {"sequence_output": ("batch", "sequence", None),
-                                     "pooled_output": ("batch", None)}),
-    "pretraining": TaskSpec("AlbertForPreTraining", {"mlm_logits": ("batch", "sequence", None),
-                                                     "sop_logits": ("batch", None)}),
-    "masked-lm": TaskSpec("AlbertForMaskedLM", {"mlm_logits": ("batch", "sequence", None)}),
+    "base": TaskSpec("AlbertModel", {"last_hidden_state": ("batch", "sequence", None),
+                                     "pooler_output": ("batch", None)},
+                     attrs={"last_hidden_state": "sequence_output", "pooler_output": "pooled_output"}),
+    "pretraining": TaskSpec("AlbertForPreTraining", {"prediction_logits": ("batch", "sequence", None),
+                                                     "sop_logits": ("batch", None)},
+                            attrs={"prediction_logits": "mlm_logits"}),
+    "masked-lm": TaskSpec("AlbertForMaskedLM", {"logits": ("batch", "sequence", None)}, attrs={"logits": "mlm_logits"}),
     "classification": TaskSpec("AlbertForSequenceClassification", {"logits": ("batch", None)}),
     "token-classification": TaskSpec("AlbertForTokenClassification", {"logits": ("batch", "sequence", None)}),
     "qa": TaskSpec("AlbertForQuestionAnswering", {"start_logits": ("batch", "sequence"),
@@ -78,15 +84,15 @@ class OnnxWrapper(nn.Module):
     The exporters trace tensors, not dataclasses; this adds no computation of its own.
     """
 
-    def __init__(self, model: nn.Module, outputs: tuple[str, ...]):
+    def __init__(self, model: nn.Module, attrs: tuple[str, ...]):
         super().__init__()
         self.model = model
-        self.outputs = outputs
+        self.attrs = attrs  # AlbertOutput fields, in output order
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return tuple(getattr(out, name) for name in self.outputs)
+        return tuple(getattr(out, name) for name in self.attrs)
 
 
 def example_inputs(config, batch: int, seq_len: int, choices: int | None = None,
@@ -130,12 +136,14 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str, opset: int = 
     model = load_for_task(model_dir, task)
     spec = TASKS[task]
     outputs = dict(spec.outputs)
+    attrs = dict(spec.attrs)
     if task == "qa" and model.config.qa_answerability:
-        outputs["logits"] = ("batch",)  # the SQuAD v2 has-answer logit
+        outputs["has_answer_logits"] = ("batch",)  # the SQuAD v2 has-answer head (no transformers equivalent)
+        attrs["has_answer_logits"] = "logits"
     in_axes = ("batch", "choice", "sequence") if spec.choice_axis else ("batch", "sequence")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    wrapper = OnnxWrapper(model, tuple(outputs)).eval()  # the exporter restores this mode afterwards: keep it eval
+    wrapper = OnnxWrapper(model, tuple(attrs.get(n, n) for n in outputs)).eval()  # the exporter restores this mode afterwards: keep it eval
     gen = torch.Generator().manual_seed(0)
     seq = min(8, model.config.max_position_embeddings)
     trace = example_inputs(model.config, 2, seq, 2 if spec.choice_axis else None, gen)

@@ -279,6 +279,63 @@ def _best_spans(start: np.ndarray, end: np.ndarray, feat: dict, n_best: int, max
     ]
 
 
+@dataclass
+class Answer:
+    """The decoded answer of one question: text = context[start:end] ("" with start = end = None for no answer)."""
+
+    text: str
+    start: int | None
+    end: int | None
+    score: float  # softmax over the n-best span scores (start + end logits), as the official nbest file
+    null_odds: float  # null ([CLS]) score - best span score; > threshold means "no answer" under SQuAD v2.0
+
+
+def decode_answers(
+    examples: Sequence[SquadExample],
+    features: Sequence[dict],
+    start_logits,
+    end_logits,
+    n_best: int = 20,
+    max_answer_length: int = 30,
+    null_score_diff_threshold: float = 0.0,
+    version_2: bool = False,
+) -> dict[str, Answer]:
+    """The best answer per question, with its character span in the original context (see
+    postprocess_predictions for the arguments)."""
+    by_example: dict[int, list[int]] = {}
+    for i, feat in enumerate(features):
+        by_example.setdefault(feat["example_index"], []).append(i)
+    answers = {}
+    for ex_index, ex in enumerate(examples):
+        candidates, min_null = [], None
+        for i in by_example.get(ex_index, []):
+            n = len(features[i]["input_ids"])
+            s_log = np.asarray(start_logits[i], dtype=np.float64)[:n]
+            e_log = np.asarray(end_logits[i], dtype=np.float64)[:n]
+            null = float(s_log[0] + e_log[0])  # [CLS] span
+            min_null = null if min_null is None else min(min_null, null)
+            candidates += _best_spans(s_log, e_log, features[i], n_best, max_answer_length)
+        candidates.sort(key=lambda c: c[0], reverse=True)
+        top = candidates[:n_best]
+        best = next((c for c in top if ex.context[c[1] : c[2]].strip()), None)
+        best_score = best[3] + best[4] if best else 0.0
+        odds = (min_null if min_null is not None else 0.0) - best_score
+        if best is None or (version_2 and odds > null_score_diff_threshold):
+            answers[ex.qid] = Answer("", None, None, 0.0 if best is None else _softmax_share(top, best), odds)
+            continue
+        raw = ex.context[best[1] : best[2]]
+        start = best[1] + len(raw) - len(raw.lstrip())  # the stripped text's own span
+        text = raw.strip()
+        answers[ex.qid] = Answer(text, start, start + len(text), _softmax_share(top, best), odds)
+    return answers
+
+
+def _softmax_share(candidates, best) -> float:
+    scores = np.array([c[0] for c in candidates], dtype=np.float64)
+    weights = np.exp(scores - scores.max())
+    return float(np.exp(best[0] - scores.max()) / weights.sum())
+
+
 def postprocess_predictions(
     examples: Sequence[SquadExample],
     features: Sequence[dict],
@@ -296,24 +353,6 @@ def postprocess_predictions(
     question is answered "" when its null odds exceed null_score_diff_threshold; null_odds is the
     `na_probs` that metrics.squad_v2 takes for its best-threshold search.
     """
-    by_example: dict[int, list[int]] = {}
-    for i, feat in enumerate(features):
-        by_example.setdefault(feat["example_index"], []).append(i)
-    predictions, null_odds = {}, {}
-    for ex_index, ex in enumerate(examples):
-        candidates, min_null = [], None
-        for i in by_example.get(ex_index, []):
-            n = len(features[i]["input_ids"])
-            s_log = np.asarray(start_logits[i], dtype=np.float64)[:n]
-            e_log = np.asarray(end_logits[i], dtype=np.float64)[:n]
-            null = float(s_log[0] + e_log[0])  # [CLS] span
-            min_null = null if min_null is None else min(min_null, null)
-            candidates += _best_spans(s_log, e_log, features[i], n_best, max_answer_length)
-        candidates.sort(key=lambda c: c[0], reverse=True)
-        best = next(((c, t) for c in candidates[:n_best] if (t := ex.context[c[1] : c[2]].strip())), None)
-        best_score = best[0][3] + best[0][4] if best else 0.0
-        text = best[1] if best else ""
-        odds = (min_null if min_null is not None else 0.0) - best_score
-        null_odds[ex.qid] = odds
-        predictions[ex.qid] = "" if version_2 and (best is None or odds > null_score_diff_threshold) else text
-    return predictions, null_odds
+    answers = decode_answers(examples, features, start_logits, end_logits, n_best, max_answer_length,
+                             null_score_diff_threshold, version_2)
+    return {q: a.text for q, a in answers.items()}, {q: a.null_odds for q, a in answers.items()}
