@@ -14,9 +14,8 @@ import litebert
 from litebert.errors import LitebertError
 from litebert.finetune import FinetuneConfig, finetune, predict
 from litebert.pipelines import WORD_RE, entities
-from tiny_models import save_model, tokenizer
+from tiny_models import TEXTS, _numbers, same, save_model, tokenizer
 
-TEXTS = ["a gripping , funny film", "dull .", "the plot wanders but the actors are a joy to watch from start to end"]
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +127,8 @@ def test_embeddings_mean_and_cls_pooling(dirs, tok):
         np.testing.assert_allclose(cls[i], hidden[0].tolist(), atol=1e-5)
         np.testing.assert_allclose(unit[i], (hidden.mean(0) / hidden.mean(0).norm()).tolist(), atol=1e-5)
     same(emb(TEXTS[2]), mean[2])
+    shared = litebert.pipeline(None, dirs["classification"]).embeddings()  # the task model's own encoder
+    same(shared(TEXTS, pooling="cls"), cls)
 
 
 def test_entities_group_word_tags_with_offsets():
@@ -190,6 +191,10 @@ def test_qa_of_a_finetuned_run_matches_predict_across_doc_stride_windows(tmp_pat
     for g, w in zip(got, want):
         assert para["context"][g["start"]:g["end"]] == g["answer"] and g["null_odds"] == pytest.approx(w["null_odds"])
     same([qa(i) for i in items], got)
+    from litebert.export import export_onnx
+
+    export_onnx(run, tmp_path / "onnx")  # a run dir: its best checkpoint, its doc stride in inference.json
+    same(litebert.pipeline(None, tmp_path / "onnx", "onnx")(items), got, atol=1e-4)
 
 
 def test_qa_v2_answers_nothing_above_the_threshold(dirs):
@@ -220,31 +225,6 @@ def test_bf16_and_onnx_backends_agree_with_fp32(tmp_path, dirs, head):
     # bf16 keeps ~3 significant digits: probabilities stay close, while a near-tied decision (an option index,
     # a span offset: the integers) may flip, so only the floats are compared.
     assert _numbers(results["bf16"], ints=False) == pytest.approx(_numbers(want, ints=False), abs=0.05)
-
-
-def same(a, b, atol=1e-5):
-    """Equal structure and strings; numbers within atol. A batch pads rows to a common length, and float32 sums
-    over other shapes round differently (~1e-8), so batched and one-at-a-time results are close, not bitwise."""
-    assert _strings(a) == _strings(b)
-    assert _numbers(a) == pytest.approx(_numbers(b), abs=atol)
-
-
-def _strings(obj):
-    if isinstance(obj, dict):
-        return {k: _strings(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_strings(v) for v in obj]
-    return obj if isinstance(obj, (str, type(None))) else type(obj).__name__
-
-
-def _numbers(obj, ints: bool = True) -> list[float]:
-    """Every number in a result, in order (strings and None dropped; ints too unless `ints`)."""
-    if isinstance(obj, dict):
-        return [x for v in obj.values() for x in _numbers(v, ints)]
-    if isinstance(obj, list):
-        return [x for v in obj for x in _numbers(v, ints)]
-    kinds = (int, float) if ints else float
-    return [float(obj)] if isinstance(obj, kinds) and not isinstance(obj, bool) else []
 
 
 def test_onnx_backend_does_not_import_torch(tmp_path, dirs):

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 import litebert
 from litebert.config import AlbertConfig
 
+TEXTS = ["a gripping , funny film", "dull .", "the plot wanders but the actors are a joy to watch from start to end"]
 TINY = dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
             max_position_embeddings=64)
 
@@ -30,3 +32,28 @@ def save_model(path: Path, cls_name: str, tok, seed: int = 0, **config) -> Path:
                 p.normal_(0, 0.5)
     model.save_pretrained(path, tokenizer=tok)
     return path
+
+
+def same(a, b, atol=1e-5):
+    """Equal structure and strings; numbers within atol. A batch pads rows to a common length, and float32 sums
+    over other shapes round differently (~1e-8), so batched and one-at-a-time results are close, not bitwise."""
+    assert _strings(a) == _strings(b)
+    assert _numbers(a) == pytest.approx(_numbers(b), abs=atol)
+
+
+def _strings(obj):
+    if isinstance(obj, dict):
+        return {k: _strings(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_strings(v) for v in obj]
+    return obj if isinstance(obj, (str, type(None))) else type(obj).__name__
+
+
+def _numbers(obj, ints: bool = True) -> list[float]:
+    """Every number in a result, in order (strings and None dropped; ints too unless `ints`)."""
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _numbers(v, ints)]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _numbers(v, ints)]
+    kinds = (int, float) if ints else float
+    return [float(obj)] if isinstance(obj, kinds) and not isinstance(obj, bool) else []

@@ -72,7 +72,7 @@ def pipeline(task: str | None, model: str | Path, backend: str = "fp32", *, batc
     if backend == "onnx":
         runner = OnnxRunner(_onnx_path(weights_dir, onnx_file, task, record), threads)
     else:
-        runner = TorchRunner(weights_dir, task, backend, threads)
+        runner = TorchRunner.load(weights_dir, task, backend, threads)
     if runner.vocab_size is not None and runner.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{weights_dir}: the model's vocab_size {runner.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
@@ -80,7 +80,7 @@ def pipeline(task: str | None, model: str | Path, backend: str = "fp32", *, batc
 
 
 def _onnx_path(weights_dir: Path, onnx_file, task: str, record: ModelRecord) -> Path:
-    path = Path(onnx_file) if onnx_file else weights_dir / ONNX_FILE
+    path = Path(onnx_file) if onnx_file else weights_dir / (record.onnx_file or ONNX_FILE)
     if not path.is_file():
         raise ConfigError(f"{path}: no ONNX file; export one with `litebert export-onnx {weights_dir} "
                           f"--task {EXPORT_TASKS[task]} --out DIR` or pass onnx_file=")
@@ -99,23 +99,30 @@ class TorchRunner:
     OUTPUTS = {"logits": "logits", "start_logits": "start_logits", "end_logits": "end_logits",
                "last_hidden_state": "sequence_output"}
 
-    def __init__(self, weights_dir: Path, task: str, backend: str, threads: int | None):
+    def __init__(self, model, mlm: bool = False):
+        import torch
+
+        self.torch, self.model, self.mlm = torch, model.eval(), mlm
+        self.vocab_size = model.config.vocab_size
+
+    @classmethod
+    def load(cls, weights_dir: Path, task: str, backend: str, threads: int | None) -> TorchRunner:
         import torch
 
         import litebert.model as models
 
         if threads:
             torch.set_num_threads(threads)
-        self.torch = torch
         model = getattr(models, MODEL_CLASSES[task]).from_pretrained(weights_dir)
         fresh = [n for n in model.load_report.get("initialised", []) if "pooler" not in n or task != "embeddings"]
         if fresh:
             raise LitebertError(f"{weights_dir}: has no trained weights for {', '.join(fresh)}, which {task} "
                                 f"needs; use a directory fine-tuned for {task}")
-        self.dtype = torch.bfloat16 if backend == "bf16" else torch.float32
-        self.model = model.eval().to(self.dtype)
-        self.vocab_size = model.config.vocab_size
-        self.mlm = task == "fill-mask"
+        return cls(model.to(torch.bfloat16 if backend == "bf16" else torch.float32), mlm=task == "fill-mask")
+
+    def encoder(self) -> TorchRunner:
+        """A runner over this model's encoder alone (embeddings), sharing its weights."""
+        return TorchRunner(getattr(self.model, "albert", self.model))
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         torch = self.torch
@@ -179,6 +186,15 @@ class Pipeline:
         items = [self.check(item, i) for i, item in enumerate(items)]
         results = self.predict(items, **params)
         return results[0] if single else results
+
+    def embeddings(self) -> Embeddings:
+        """An embeddings pipeline over this model's encoder (same weights, no second copy); PyTorch backends."""
+        if self.task == "embeddings":
+            return self
+        if not isinstance(self.runner, TorchRunner):
+            raise ConfigError("embeddings from a task's ONNX graph need the 'base' export (pipeline('embeddings', "
+                              "dir, 'onnx', onnx_file=...))")
+        return Embeddings(self.record, self.tokenizer, self.runner.encoder(), self.batch_size)
 
     def predict(self, items: list, **params) -> list:
         feats = self.features(items)

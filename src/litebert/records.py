@@ -12,12 +12,12 @@ A fine-tuning run directory means its `best/` checkpoint. No torch here: the ONN
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from litebert.config import AlbertConfig
+from litebert.config import read_json_object as _read_json
 from litebert.errors import CheckpointError, ConfigError
 
 CONFIG_NAME = "config.json"
@@ -44,21 +44,9 @@ def best_dir(path: str | Path) -> Path:
     return path / "best" if (path / "best" / CONFIG_NAME).is_file() else path
 
 
-def read_json_object(path: Path, what: str = "file") -> dict:
-    """A JSON object from `path`; anything else is a CheckpointError naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: not found; is {path.parent} a model directory?") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise CheckpointError(f"{path}: JSON nested too deeply to read") from None
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+def read_json_object(path: Path) -> dict:
+    """A JSON object from a model directory's file; anything else is a CheckpointError naming the file."""
+    return _read_json(path, CheckpointError, f"not found; is {path.parent} a model directory?")
 
 
 def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:
@@ -96,6 +84,7 @@ class ModelRecord:
     max_query_length: int = 64
     n_best: int = 20
     max_answer_length: int = 30
+    onnx_file: str | None = None  # export directories: the graph's file name in it
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -300,8 +300,11 @@ def decode_answers(
     null_score_diff_threshold: float = 0.0,
     version_2: bool = False,
 ) -> dict[str, Answer]:
-    """The best answer per question, with its character span in the original context (see
-    postprocess_predictions for the arguments)."""
+    """The best answer per question, with its character span in the original context.
+
+    start_logits/end_logits: per feature, [N][L'] with L' >= the feature's length (padding is ignored).
+    n_best: span candidates kept per feature and question; max_answer_length in tokens; with version_2, a
+    question whose null odds exceed null_score_diff_threshold gets the empty answer."""
     by_example: dict[int, list[int]] = {}
     for i, feat in enumerate(features):
         by_example.setdefault(feat["example_index"], []).append(i)
@@ -336,23 +339,15 @@ def _softmax_share(candidates, best) -> float:
     return float(np.exp(best[0] - scores.max()) / weights.sum())
 
 
-def postprocess_predictions(
-    examples: Sequence[SquadExample],
-    features: Sequence[dict],
-    start_logits,
-    end_logits,
-    n_best: int = 20,
-    max_answer_length: int = 30,
-    null_score_diff_threshold: float = 0.0,
-    version_2: bool = False,
-) -> tuple[dict[str, str], dict[str, float]]:
+def postprocess_predictions(examples: Sequence[SquadExample], features: Sequence[dict], start_logits, end_logits,
+                            **options) -> tuple[dict[str, str], dict[str, float]]:
     """Best answer text per question, sliced from the original context.
 
     start_logits/end_logits: per feature, [N][L'] with L' >= the feature's length (padding is ignored).
+    options: n_best, max_answer_length, null_score_diff_threshold, version_2 (see decode_answers).
     Returns (predictions {qid: text}, null_odds {qid: null score - best span score}). With version_2 a
     question is answered "" when its null odds exceed null_score_diff_threshold; null_odds is the
     `na_probs` that metrics.squad_v2 takes for its best-threshold search.
     """
-    answers = decode_answers(examples, features, start_logits, end_logits, n_best, max_answer_length,
-                             null_score_diff_threshold, version_2)
+    answers = decode_answers(examples, features, start_logits, end_logits, **options)
     return {q: a.text for q, a in answers.items()}, {q: a.null_odds for q, a in answers.items()}
