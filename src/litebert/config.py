@@ -152,7 +152,7 @@ class AlbertConfig:
     @classmethod
     def from_json(cls, path: str | Path) -> "AlbertConfig":
         """Reads any of the three dialects, recognising each by its keys."""
-        data = read_json_object(path)
+        data = _read_json(path)
         if data.get("model_type") == "albert":
             return cls.from_hf_dict(data, source=str(path))
         if data.get("format") == "litebert":
@@ -177,7 +177,7 @@ class AlbertConfig:
 
     @classmethod
     def from_official_json(cls, path: str | Path) -> "AlbertConfig":
-        return cls.from_official_dict(read_json_object(path), source=str(path))
+        return cls.from_official_dict(_read_json(path), source=str(path))
 
     def to_official_dict(self) -> dict[str, Any]:
         if self.sharing not in ("all", "none"):
@@ -238,21 +238,19 @@ _HF_EXTRA_FIELDS = ["layer_norm_eps", "classifier_dropout_prob", "pad_token_id",
 _LITEBERT_HF_EXTRAS = ["qa_answerability"]
 
 
-def read_json_object(path: str | Path, error: type = ConfigError,
-                     missing: str = "config file not found") -> dict[str, Any]:
-    """The JSON object in `path`; anything else is an `error` naming the file (`missing` when it is absent)."""
+def _read_json(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise error(f"{path}: {missing}") from None
+        raise ConfigError(f"{path}: config file not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: not valid JSON ({exc})") from None
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:
-        raise error(f"{path}: JSON nested too deeply to read") from None
+        raise ConfigError(f"{path}: JSON nested too deeply to read") from None
     except OSError as exc:
-        raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not isinstance(data, dict):
-        raise error(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")
+        raise ConfigError(f"{path}: expected a JSON object at the top level")
     return data
 
 

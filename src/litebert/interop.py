@@ -24,6 +24,7 @@ from litebert.config import AlbertConfig
 from litebert.convert import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
 from litebert.convert_tf import ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
+from litebert.files import read_json
 from litebert.hub_cache import resolve_model_path
 
 SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
@@ -146,12 +147,7 @@ def load_hf_albert(folder: str | Path, allow_unused: bool = False
     """(HF config dict, HF state dict, report) of a stock Hugging Face ALBERT directory."""
     folder = Path(folder)
     config_path = folder / "config.json"
-    try:
-        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConversionError(f"{config_path}: not found; is {folder} a Hugging Face model directory?") from None
-    except (OSError, ValueError) as exc:
-        raise ConversionError(f"{config_path}: not valid JSON ({exc})") from None
+    hf_config = read_json(config_path, ConversionError, f"not found; is {folder} a Hugging Face model directory?")
     if not isinstance(hf_config, dict) or hf_config.get("model_type") != "albert":
         kind = hf_config.get("format") or hf_config.get("model_type") if isinstance(hf_config, dict) else None
         hint = (" (it is already a litebert directory: load it with from_pretrained)" if kind == "litebert"

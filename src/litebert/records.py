@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from litebert.config import AlbertConfig
-from litebert.config import read_json_object as _read_json
 from litebert.errors import CheckpointError, ConfigError
+from litebert.files import read_json
 
 CONFIG_NAME = "config.json"
 FINETUNE_RECORD = "finetune.json"
@@ -46,7 +46,13 @@ def best_dir(path: str | Path) -> Path:
 
 def read_json_object(path: Path) -> dict:
     """A JSON object from a model directory's file; anything else is a CheckpointError naming the file."""
-    return _read_json(path, CheckpointError, f"not found; is {path.parent} a model directory?")
+    try:
+        data = read_json(path, CheckpointError, f"not found; is {path.parent} a model directory?")
+    except RecursionError:
+        raise CheckpointError(f"{path}: JSON nested too deeply to read") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 import struct
 from pathlib import Path
 
 from litebert.errors import TokenizerError
+from litebert.files import read_json
 from litebert.tf_checkpoint import _pb_bytes, _pb_fixed32, _pb_varint
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -37,12 +37,7 @@ _BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
 def read_tokenizer_json(directory: Path) -> tuple[str, bytes]:
     """("spm", SentencePiece model bytes) or ("wordpiece", vocab.txt bytes) for a transformers-5 directory."""
     path = directory / TOKENIZER_JSON
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TokenizerError(f"{path}: not found") from None
-    except (ValueError, OSError) as exc:
-        raise TokenizerError(f"{path}: not valid JSON ({exc})") from None
+    data = read_json(path, TokenizerError)
     model = data.get("model") if isinstance(data, dict) else None
     kind = model.get("type") if isinstance(model, dict) else None
     if kind == "Unigram":
