@@ -112,9 +112,12 @@ async def load(url: str, texts: list[str], clients: int, requests: int) -> dict:
             nonlocal errors
             for i in next_index:
                 t0 = time.perf_counter()
-                r = await client.post(url + "/predict", json={"inputs": [{"text": texts[i % len(texts)]}]})
+                try:
+                    r = await client.post(url + "/predict", json={"inputs": [{"text": texts[i % len(texts)]}]})
+                    errors += r.status_code != 200
+                except httpx.TransportError:  # counted, not retried: a dropped connection is a failed request
+                    errors += 1
                 latencies.append(time.perf_counter() - t0)
-                errors += r.status_code != 200
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(clients)))

@@ -287,26 +287,17 @@ def serve(cfg: ServeConfig) -> None:
         uvicorn.run("litebert.serving:app_from_env", factory=True, workers=cfg.workers, **options)
         return
     app = create_app(cfg, pipe=build_pipeline(cfg))  # a bad directory fails here, as a CLI error, not in uvicorn
-    server = _DrainingServer(uvicorn.Config(app, **options))
-    server.state = app.state.serve
-    server.run()
+    _draining_server(uvicorn.Config(app, **options), app.state.serve).run()
 
 
-def _draining_server_class():
+def _draining_server(config, state: dict):
+    """A uvicorn.Server that, on SIGTERM/SIGINT, turns /ready to 503 at once (so a load balancer stops sending)
+    before uvicorn's own graceful shutdown lets in-flight requests finish."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
-        """On SIGTERM/SIGINT: /ready turns 503 at once (so a load balancer stops sending), then uvicorn's own
-        graceful shutdown lets in-flight requests finish."""
-
-        state: dict
-
         def handle_exit(self, sig, frame):
-            self.state["ready"] = False
+            state["ready"] = False
             super().handle_exit(sig, frame)
 
-    return DrainingServer
-
-
-def _DrainingServer(config):
-    return _draining_server_class()(config)
+    return DrainingServer(config)
