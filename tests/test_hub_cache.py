@@ -78,7 +78,7 @@ def test_hub_id_loads_from_the_local_cache(model_files, clean_env, tmp_path, cap
 
 def test_hub_id_not_in_cache_says_how_to_get_it(clean_env, tmp_path, capsys):
     clean_env.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
-    with pytest.raises(CheckpointError, match=r"albert/albert-base-v2: no such local directory, and not in the "
+    with pytest.raises(CheckpointError, match=r"albert/albert-base-v2: no such local file or directory, and not in the "
                                               r"Hugging Face cache at .*empty.*hf download albert/albert-base-v2"):
         litebert.AlbertModel.from_pretrained("albert/albert-base-v2")
     assert main(["fill-mask", "--model", "albert/albert-base-v2", "a [MASK]."]) == 2
