@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litebert.config import AlbertConfig
+from litebert.config import AlbertConfig, dataclass_from_dict
 from litebert.errors import CheckpointError, ConfigError
 from litebert.files import read_json
 
@@ -97,14 +97,7 @@ class ModelRecord:
 
     @classmethod
     def from_dict(cls, data: dict, source: str) -> ModelRecord:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise CheckpointError(f"{source}: unknown field(s) {unknown}; known: {sorted(known)}")
-        try:
-            return cls(**data)
-        except TypeError as exc:
-            raise CheckpointError(f"{source}: {exc}") from None
+        return dataclass_from_dict(cls, data, source, CheckpointError)
 
 
 def read_record(model_dir: str | Path) -> tuple[Path, ModelRecord]:
