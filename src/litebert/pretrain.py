@@ -36,6 +36,7 @@ from litebert.checkpoint import (check_state_dict, cleanup_incomplete, find_late
                                  save_checkpoint, save_state, validate_checkpoint)
 from litebert.config import AlbertConfig, PRESETS
 from litebert.device import autocast, measure_peak_flops, pick_device, resolve_precision, synchronize
+from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, TrainingError
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
@@ -174,6 +175,14 @@ class Dist:
         if self.world > 1:
             dist.barrier()
 
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank (picklable objects)."""
+        if self.world == 1:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
 
 def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -183,10 +192,9 @@ def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
-        # torchrun shares its rendezvous store with the workers; keys of a failed attempt linger there, and a
-        # restarted worker can read a dead peer's address (pytorch/pytorch#135712). A prefix per attempt.
+        # torchrun's store outlives restarts and holds the keys of dead attempts: each attempt opens its own.
         store, rank, world = next(dist.rendezvous("env://"))
-        store = dist.PrefixStore(f"litebert/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+        store = attempt_store(store, rank, world)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
                                 world_size=world)
     return Dist(rank, world, local_rank), device
@@ -386,7 +394,9 @@ def setup(cfg: PretrainConfig) -> Run:
                           f"{cfg.micro_batch_size} x {d.world} rank(s)")
     accum = cfg.batch_size // (cfg.micro_batch_size * d.world)
 
-    store = TokenStore.open(cfg.data)
+    # A rank that cannot open the store stops them all (instead of leaving them at the first collective).
+    store = on_all_ranks(d, lambda: TokenStore.open(cfg.data))
+    check_same_store(d, store.path)
     tokenizer_dir = resolve_tokenizer_dir(cfg, store)
     config, init_dir = model_config_for(cfg, store.vocab_size, store)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
@@ -399,9 +409,8 @@ def setup(cfg: PretrainConfig) -> Run:
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
     run_dir = Path(cfg.out)
-    if d.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    d.barrier()
+    on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
+    check_same_run_dir(d, run_dir)
     stream = BatchStream(store, cfg, d)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
               tokenizer_dir, accum)
@@ -436,8 +445,7 @@ def check_run_dir_matches(run: Run) -> None:
 def resume_from(run: Run) -> None:
     cfg, d = run.cfg, run.d
     run_dir = Path(cfg.out)
-    if d.main:
-        check_writable(run_dir)
+    on_all_ranks(d, lambda: check_writable(run_dir) if d.main else None)
     if cfg.resume == "none":
         if find_latest_checkpoint(run_dir) is not None:
             raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
@@ -445,15 +453,15 @@ def resume_from(run: Run) -> None:
     if cfg.resume == "auto":
         if d.main:
             cleanup_incomplete(run_dir)
-        d.barrier()
-        ckpt = find_latest_checkpoint(run_dir)
+        # Rank 0 picks the checkpoint and every rank loads that one (not each its own newest).
+        ckpt = d.broadcast(find_latest_checkpoint(run_dir) if d.main else None)
         if ckpt is None:
             return
     else:
         ckpt = Path(cfg.resume)
-        validate_checkpoint(ckpt)  # an explicit path must be a complete checkpoint too
+        on_all_ranks(d, lambda: validate_checkpoint(ckpt))  # an explicit path must be a complete checkpoint too
     state_file = ckpt / "trainer_state.pt"
-    state = load_state(state_file)
+    state = on_all_ranks(d, lambda: load_state(state_file))
     missing = [k for k in ("step", "optimizer", "scheduler", "scaler", "data", "rng", "world_size", "nan_skipped")
                if not isinstance(state, dict) or k not in state]
     if missing:
@@ -467,7 +475,7 @@ def resume_from(run: Run) -> None:
     if saved_optimizer != cfg.optimizer:
         raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
                               f"{cfg.optimizer}; resume with --optimizer {saved_optimizer} or use a new --out")
-    _, _, weights, _ = read_model_state(ckpt)
+    _, _, weights, _ = on_all_ranks(d, lambda: read_model_state(ckpt))
     check_state_dict(run.raw_model.state_dict(), weights, ckpt / "model.safetensors")
     run.raw_model.load_state_dict(weights, strict=True)
     try:
@@ -494,6 +502,14 @@ def resume_from(run: Run) -> None:
     if d.main:
         print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
         truncate_metrics(Path(cfg.out) / "metrics.jsonl", run.step)
+
+
+def make_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"--out {run_dir}: cannot create it ({e.strerror or e}); choose a writable "
+                              "directory") from None
 
 
 def check_writable(run_dir: Path) -> None:
