@@ -1,8 +1,10 @@
 """`litebert.pipeline`: every task from strings, checked against a direct forward of the same model (or against
 the fine-tuning code's own `predict`), batched == one at a time, and fp32 / bf16 / ONNX agreeing."""
 
+import dataclasses
 import functools
 import json
+import shutil
 import subprocess
 import sys
 
@@ -12,7 +14,7 @@ import torch
 
 import litebert
 from litebert.errors import LitebertError
-from litebert.finetune import FinetuneConfig, finetune, predict
+from litebert.finetune import FinetuneConfig, predict
 from litebert.pipelines import WORD_RE, entities
 from tiny_models import TEXTS, _numbers, same, save_model, tokenizer
 
@@ -143,21 +145,17 @@ def test_entities_group_word_tags_with_offsets():
     assert got[0]["score"] == pytest.approx((0.5 + 0.55) / 2)
 
 
-def _finetune(tmp_path, model, task, data, **kw):
-    cfg = FinetuneConfig(task=task, model=str(model), data=str(data), out=str(tmp_path / "run"), steps=3,
-                         batch_size=4, max_seq_length=64, max_train_examples=16, max_eval_examples=8,
-                         precision="fp32", lr=1e-4, log_every=1, **kw)
-    finetune(cfg)
-    return tmp_path / "run"
+def run_dir(tmp_path, model_dir, **settings):
+    """A fine-tuning run's layout around a saved head: RUN/best/ and RUN/finetune.json with the settings the run
+    used (what `finetune` writes; tests/test_readme.py reads a run that `finetune` itself wrote)."""
+    run = tmp_path / "run"
+    shutil.copytree(model_dir, run / "best")
+    (run / "finetune.json").write_text(json.dumps({**dataclasses.asdict(FinetuneConfig()), **settings}))
+    return run
 
 
-def test_token_classification_of_a_finetuned_run_matches_predict(tmp_path, dirs, shared_data):
-    data = tmp_path / "conll"  # the first sentences of the real files: reading all of eng.train takes seconds
-    data.mkdir()
-    for name in ("eng.train", "eng.testa"):
-        lines = (shared_data / "conll2003" / name).read_text().splitlines()[:400]
-        (data / name).write_text("\n".join(lines) + "\n")
-    run = _finetune(tmp_path, dirs["pretraining"], "conll2003", data)
+def test_token_classification_of_a_run_matches_predict(tmp_path, dirs):
+    run = run_dir(tmp_path, dirs["token"], task="conll2003", max_seq_length=64)
     ner = litebert.pipeline(None, run)  # a run dir: its best/ checkpoint, its labels
     text = "EU rejects German call to boycott British lamb , says Peter Blackburn in Brussels ."
     words = ner(text, aggregate="words")
@@ -172,10 +170,9 @@ def test_token_classification_of_a_finetuned_run_matches_predict(tmp_path, dirs,
         assert text[e["start"]:e["end"]] == e["text"] and 0 < e["score"] <= 1
 
 
-def test_qa_of_a_finetuned_run_matches_predict_across_doc_stride_windows(tmp_path, dirs, shared_data):
+def test_qa_of_a_run_matches_predict_across_doc_stride_windows(tmp_path, dirs, shared_data):
     dev = shared_data / "squad" / "dev-v1.1.json"
-    run = _finetune(tmp_path, dirs["pretraining"], "squad1.1", dev, dev=str(dev), doc_stride=16,
-                    max_query_length=16)
+    run = run_dir(tmp_path, dirs["qa"], task="squad1.1", max_seq_length=64, doc_stride=16, max_query_length=16)
     qa = litebert.pipeline(None, run)
     assert (qa.record.max_seq_length, qa.record.doc_stride, qa.record.max_query_length) == (64, 16, 16)
     article = json.loads(dev.read_text())["data"][0]
