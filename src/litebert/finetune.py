@@ -22,10 +22,11 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, get_task, label_list_for,
-                                 pad_features, read_examples, split_path)
+from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, feature_length, get_task,
+                                 label_list_for, pad_features, read_examples, split_path)
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
+from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
@@ -74,6 +75,9 @@ class FinetuneConfig:
     log_every: int = 20
     device: str | None = None
     threads: int | None = None
+    # Draw the pooler ([CLS] -> dense -> tanh) afresh with the model's own initialisation before fine-tuning: the
+    # pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
+    reinit_pooler: bool = False
 
 
 # --------------------------------------------------------------------------------------------- task kinds
@@ -360,11 +364,6 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, e
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def feature_length(f: dict) -> int:
-    ids = f["input_ids"]
-    return max(len(r) for r in ids) if ids and isinstance(ids[0], list) else len(ids)
-
-
 def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpec, cfg: FinetuneConfig | None):
     import litebert.model as models
     from litebert.tokenizer import load_tokenizer
@@ -426,6 +425,15 @@ def run_model(model, kind: Kind, features: list[dict], pad_id: int, batch_size: 
     return outputs
 
 
+def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float]:
+    """Representation health (litebert.health) of the model about to be fine-tuned, on the first training
+    features (multiple-choice [B, C, L] inputs are flattened to [B * C, L])."""
+    batch = pad_features(train_feats[:HEALTH_BATCH], pad_id)
+    length = batch["input_ids"].shape[-1]
+    inputs = {k: batch[k].reshape(-1, length) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    return representation_health(model.albert, inputs)
+
+
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
@@ -449,8 +457,15 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
     model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
+    if cfg.reinit_pooler:
+        if model.albert.pooler is None:
+            raise ConfigError(f"--reinit-pooler: {cfg.model} has no pooler")
+        model.albert.pooler.apply(model._init_module)  # drawn from the seeded RNG: reproducible per --seed
     model.to(device)
     train_feats = kind.encode(train, tokenizer, spec, cfg, label_list)
+    health = start_health(model, train_feats, tokenizer.pad_id)
+    if is_collapsed(health):
+        warn_collapsed(health, f"--model {cfg.model}")
     dev_feats = kind.encode(dev, tokenizer, spec, cfg, label_list)
 
     per_step, accum = cfg.batch_size, cfg.batch_size // cfg.micro_batch_size
@@ -512,7 +527,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     log.close()
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
-              "dev_examples": len(dev)}
+              "dev_examples": len(dev), "start_health": health}
     if best.get("collapsed"):
         result["warnings"] = [collapse_warning(best["collapsed"], dev_split, best["step"])]
     _write_json(out_dir / "result.json", result)

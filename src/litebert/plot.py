@@ -17,6 +17,7 @@ PRETRAIN_PANELS = [
     ("accuracy", ["mlm_acc", "sop_acc", "eval_mlm_acc", "eval_sop_acc", "eval_nsp_acc"]),
     ("learning rate", ["lr"]),
     ("throughput (tokens/s)", ["tokens_per_s"]),
+    ("representation health", ["health_spread"]),
 ]
 LABELS = {"eval_mlm_loss": "held-out mlm_loss", "eval_mlm_acc": "held-out mlm_acc",
           "eval_sop_acc": "held-out sop_acc", "eval_nsp_acc": "held-out nsp_acc"}
@@ -66,6 +67,10 @@ def build_figure(records: list[dict], title: str):
             if points:
                 sparse = len(points) <= 20  # evaluations: a handful of points, shown as markers
                 ax.plot(*zip(*points), label=label, marker="o" if sparse else None, markersize=3)
+        if name == "representation health" and ax.lines:  # below this line the model is called collapsed
+            from litebert.health import COLLAPSE_SPREAD
+
+            ax.axhline(COLLAPSE_SPREAD, color="red", linestyle="--", linewidth=1, label="collapsed below")
         ax.set_title(name)
         ax.set_xlabel("step")
         if ax.lines:  # below the panel, outside the plotting area: it cannot hide a curve

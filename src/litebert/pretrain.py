@@ -36,7 +36,9 @@ from litebert.checkpoint import (check_state_dict, cleanup_incomplete, find_late
                                  save_checkpoint, save_state, validate_checkpoint)
 from litebert.config import AlbertConfig, PRESETS
 from litebert.device import autocast, measure_peak_flops, pick_device, resolve_precision, synchronize
+from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, TrainingError
+from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import model_files, read_model_state
@@ -92,6 +94,7 @@ class PretrainConfig:
     # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
     max_time: str | None = None  # wall-clock of this invocation: seconds, or "30m", "2h", "1h30m"
     max_tokens: int | None = None  # training tokens (padded positions included), counted across resumes
+    health: bool = True  # log the representation-health figure (litebert.health) at every log step
 
     def __post_init__(self) -> None:
         checks = [
@@ -197,6 +200,14 @@ class Dist:
         if self.world > 1:
             dist.barrier()
 
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank (picklable objects)."""
+        if self.world == 1:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
 
 def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -206,10 +217,9 @@ def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
-        # torchrun shares its rendezvous store with the workers; keys of a failed attempt linger there, and a
-        # restarted worker can read a dead peer's address (pytorch/pytorch#135712). A prefix per attempt.
+        # torchrun's store outlives restarts and holds the keys of dead attempts: each attempt opens its own.
         store, rank, world = next(dist.rendezvous("env://"))
-        store = dist.PrefixStore(f"litebert/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+        store = attempt_store(store, rank, world)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
                                 world_size=world)
     return Dist(rank, world, local_rank), device
@@ -336,31 +346,57 @@ class Run:
     tokens: float = 0.0  # training tokens so far, over all ranks and resumes (--max-tokens)
 
 
-def model_config_for(cfg: PretrainConfig, vocab_size: int) -> tuple[AlbertConfig, Path | None]:
-    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer."""
-    from litebert.cli._common import load_config
+def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[AlbertConfig, Path | None]:
+    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer.
 
+    Continued (domain- or task-adaptive) pretraining: `cfg.model` is a model directory (or a run directory: its
+    newest complete checkpoint); its weights are the start, the optimizer and schedule are fresh, and the store
+    must have been built with the model's own tokenizer (same pieces, same ids), which `store` is checked
+    against."""
+    from litebert.cli._common import load_config
+    from litebert.hub_cache import resolve_model_path
     from litebert.rundir import resolve_model_dir
 
-    source = Path(cfg.model)
-    if cfg.model not in PRESETS and source.is_dir():
-        source = resolve_model_dir(source)  # a run dir: its newest checkpoint
+    model = cfg.model
+    if model not in PRESETS and "/" in model and not model.endswith(".json") and not Path(model).exists():
+        model = str(resolve_model_path(model))  # a Hub id ("albert/albert-base-v2"): its local Hub cache snapshot
+    elif model not in PRESETS and Path(model).is_dir():
+        model = str(resolve_model_dir(model))  # a run dir: its newest complete checkpoint
+    source = Path(model)
     init_dir = source if (source / "model.safetensors").is_file() else None
-    if cfg.model not in PRESETS and source.is_dir() and init_dir is None:
+    if model not in PRESETS and source.is_dir() and init_dir is None:
         # A directory means "continue from these weights"; without them the run would start from random init.
         raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
                           f"to continue from; to train this architecture from scratch pass its config file "
                           f"(--model {source / 'config.json'})")
-    config = load_config(str(source)) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
+    config = load_config(model) if model not in PRESETS else AlbertConfig.from_preset(model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
                           f"vocab size {vocab_size}")
+    if init_dir is not None and store is not None:
+        check_continued_tokenizer(init_dir, store)
     dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     config = config.replace(vocab_size=vocab_size, gradient_checkpointing=cfg.gradient_checkpointing, **dropout)
     if config.max_position_embeddings < max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length)):
         raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
                           f"{config.max_position_embeddings}")
     return config, init_dir
+
+
+def check_continued_tokenizer(init_dir: Path, store) -> None:
+    """The model dir's tokenizer (when it has one) must be the store's: equal vocab sizes are not enough, a
+    store of another vocabulary would feed the model ids that mean other pieces."""
+    from litebert.errors import TokenizerError
+    from litebert.tokenizer import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(init_dir)
+    except TokenizerError:
+        return  # a bare model dir (config + weights): nothing to compare; the vocab size was checked
+    if tokenizer.fingerprint() != store.tokenizer_fingerprint:
+        raise TokenizerError(f"--model {init_dir}: its tokenizer is not the one the store {store.path} was built "
+                             f"with; continued pretraining keeps the model's tokenizer: build the store with "
+                             f"`litebert data build --tokenizer {init_dir} ...`")
 
 
 def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
@@ -388,9 +424,11 @@ def setup(cfg: PretrainConfig) -> Run:
                           f"{cfg.micro_batch_size} x {d.world} rank(s)")
     accum = cfg.batch_size // (cfg.micro_batch_size * d.world)
 
-    store = TokenStore.open(cfg.data)
+    # A rank that cannot open the store stops them all (instead of leaving them at the first collective).
+    store = on_all_ranks(d, lambda: TokenStore.open(cfg.data))
+    check_same_store(d, store.path)
     tokenizer_dir = resolve_tokenizer_dir(cfg, store)
-    config, init_dir = model_config_for(cfg, store.vocab_size)
+    config, init_dir = model_config_for(cfg, store.vocab_size, store)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     raw = AlbertForPreTraining(config)
     if init_dir is not None:
@@ -401,9 +439,8 @@ def setup(cfg: PretrainConfig) -> Run:
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
     run_dir = Path(cfg.out)
-    if d.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    d.barrier()
+    on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
+    check_same_run_dir(d, run_dir)
     stream = BatchStream(store, cfg, d)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
               tokenizer_dir, accum)
@@ -438,8 +475,7 @@ def check_run_dir_matches(run: Run) -> None:
 def resume_from(run: Run) -> None:
     cfg, d = run.cfg, run.d
     run_dir = Path(cfg.out)
-    if d.main:
-        check_writable(run_dir)
+    on_all_ranks(d, lambda: check_writable(run_dir) if d.main else None)
     if cfg.resume == "none":
         if find_latest_checkpoint(run_dir) is not None:
             raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
@@ -447,15 +483,15 @@ def resume_from(run: Run) -> None:
     if cfg.resume == "auto":
         if d.main:
             cleanup_incomplete(run_dir)
-        d.barrier()
-        ckpt = find_latest_checkpoint(run_dir)
+        # Rank 0 picks the checkpoint and every rank loads that one (not each its own newest).
+        ckpt = d.broadcast(find_latest_checkpoint(run_dir) if d.main else None)
         if ckpt is None:
             return
     else:
         ckpt = Path(cfg.resume)
-        validate_checkpoint(ckpt)  # an explicit path must be a complete checkpoint too
+        on_all_ranks(d, lambda: validate_checkpoint(ckpt))  # an explicit path must be a complete checkpoint too
     state_file = ckpt / "trainer_state.pt"
-    state = load_state(state_file)
+    state = on_all_ranks(d, lambda: load_state(state_file))
     missing = [k for k in ("step", "optimizer", "scheduler", "scaler", "data", "rng", "world_size", "nan_skipped")
                if not isinstance(state, dict) or k not in state]
     if missing:
@@ -469,7 +505,7 @@ def resume_from(run: Run) -> None:
     if saved_optimizer != cfg.optimizer:
         raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
                               f"{cfg.optimizer}; resume with --optimizer {saved_optimizer} or use a new --out")
-    _, _, weights, _ = read_model_state(ckpt)
+    _, _, weights, _ = on_all_ranks(d, lambda: read_model_state(ckpt))
     check_state_dict(run.raw_model.state_dict(), weights, ckpt / "model.safetensors")
     run.raw_model.load_state_dict(weights, strict=True)
     try:
@@ -497,6 +533,14 @@ def resume_from(run: Run) -> None:
     if d.main:
         print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
         truncate_metrics(Path(cfg.out) / "metrics.jsonl", run.step)
+
+
+def make_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"--out {run_dir}: cannot create it ({e.strerror or e}); choose a writable "
+                              "directory") from None
 
 
 def check_writable(run_dir: Path) -> None:
@@ -811,6 +855,10 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
         for line in data_lines(cfg, run.stream._dataset()):
             print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
+    # A fixed held-out batch for the representation-health figure at every log step (litebert.health).
+    shortest = min(n for _, n in parse_phases(cfg.phases, seq_len))
+    health_batch = store_health_batch(run.store, shortest) if d.main and cfg.health else None
+    collapse_warned = False
     last = {}
     window_tokens, window_start = 0.0, time.perf_counter()
     started, start_step = time.perf_counter(), run.step
@@ -833,6 +881,11 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
             last = {"step": run.step, **stats, "tokens_per_s": tps, "mfu": flops_per_token * tps / peak,
                     "nan_skipped": run.nan_skipped, "time": time.time(),
                     "elapsed": time.perf_counter() - started}
+            if health_batch is not None:
+                last.update(representation_health(run.raw_model.albert, health_batch))
+                if is_collapsed(last) and not collapse_warned:
+                    warn_collapsed(last, f"step {run.step}", early=True)
+                    collapse_warned = True
             log.write(last)
             bar(last, eta(last["elapsed"], run.step - start_step, cfg.steps - run.step))
             window_tokens, window_start = 0.0, time.perf_counter()
@@ -845,6 +898,8 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
                 say(f"stopping at step {run.step} of {cfg.steps}: {stop}; checkpoint-{run.step} saved (resume "
                     "with a larger budget to go on)")
             break
+    if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
+        warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     result = {**last, **log_eval(run, log)}
     save_final(run)
     return result
@@ -899,7 +954,7 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
         out = Path(tmp) / "run"
         pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
                                      save_every=steps, keep=1, resume="none", tensorboard=False, max_time=None,
-                                     max_tokens=None))
+                                     max_tokens=None, health=False))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
@@ -924,7 +979,7 @@ def make_progress(cfg: PretrainConfig, start: int, main: bool):
     """A tqdm bar on a terminal, plain log lines otherwise; returns the per-log-step update function."""
     if not main:
         return lambda rec, eta_s=None: None
-    keys = ("loss", "mlm_acc", "sop_acc", "lr", "tokens_per_s", "mfu")
+    keys = ("loss", "mlm_acc", "sop_acc", "health_spread", "lr", "tokens_per_s", "mfu")
     if on_terminal():
         bar = make_bar(cfg.steps, start, "pretrain")
 

@@ -37,7 +37,9 @@ COMMANDS = {
     "bench": ("bench", "quick speed check of this machine, ours vs transformers"),
     "ablate": ("ablate", "reproduce the paper's ablations (embedding, sharing, objective, dropout, scale)"),
     "demo": ("demo", "the whole pipeline offline on text shipped with Python, in a few minutes"),
+    "serve": ("serve", "serve a model directory over HTTP (JSON API; needs litebert[serve])"),
 }
+
 
 
 def _version() -> str:

@@ -47,6 +47,8 @@ HELP = {
     "nan_policy": "on a non-finite loss or gradient: error (stop) or skip the step (within --nan-budget)",
     "nan_budget": "skipped steps allowed under --nan-policy skip before stopping",
     "tensorboard": "also write TensorBoard logs to OUT/tb (needs the [tb] extra)",
+    "health": "log the representation-health figure (litebert.health) at every log step, and warn on a collapse "
+              "(default: on)",
     "max_time": "stop cleanly after this much wall-clock time, saving a checkpoint: seconds or 30m, 2h, 1h30m "
                 "(default: no limit)",
     "max_tokens": "stop cleanly after this many training tokens, saving a checkpoint (default: no limit)",
