@@ -12,7 +12,8 @@ import importlib
 import pkgutil
 import sys
 
-from litebert.errors import LitebertError
+from litebert.cli._checks import check_args
+from litebert.errors import LitebertError, Terminated
 
 
 # Which module registers each command, so a command imports only its own module (and `litebert data build`
@@ -38,9 +39,25 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
+        check_args(args)
         return int(args.func(args) or 0)
+    except Terminated as exc:
+        print(f"litebert: {exc}", file=sys.stderr)
+        return exc.exit_code
     except LitebertError as exc:
         print(f"litebert: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        # A full or read-only disk that reached here through a writer without its own message (or that
+        # safetensors/torch reported as their own exception) is still the user's disk: say so, exit 2.
+        from litebert.files import OUTPUT_ERRNOS, disk_error, reason
+
+        err = disk_error(exc)
+        if err is None or err.errno not in OUTPUT_ERRNOS:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"litebert: error: {where}cannot write: {reason(err)} ({type(exc).__name__}: "
+              f"{(str(exc).strip().splitlines() or [''])[0][:200]})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("litebert: interrupted", file=sys.stderr)
