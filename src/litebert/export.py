@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from litebert.errors import ConversionError
+from litebert.files import check_output
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 EXPORTERS = ("torchscript", "dynamo")
@@ -127,6 +128,7 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str, opset: int = 
         raise ConversionError(f"exporter {exporter!r} is not one of {', '.join(EXPORTERS)}")
     if opset < MIN_OPSET:
         raise ConversionError(f"opset {opset}: attention (scaled_dot_product_attention) needs opset >= {MIN_OPSET}")
+    check_output(out, kind="file")
     model = load_for_task(model_dir, task)
     spec = TASKS[task]
     outputs = dict(spec.outputs)

@@ -25,6 +25,7 @@ import torch
 from litebert.data.tasks import TaskSpec, custom_task, get_task, label_list_for, pad_features, read_examples
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import ConfigError, DataFormatError, LitebertError
+from litebert.files import holding_run_dir
 from litebert.optim import build_optimizer, make_scheduler
 
 
@@ -351,6 +352,7 @@ def run_model(model, kind: Kind, features: list[dict], pad_id: int, batch_size: 
     return outputs
 
 
+@holding_run_dir(lambda cfg: cfg.out)
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = resolve_hparams(cfg, spec)

@@ -24,6 +24,7 @@ from litebert.config import AlbertConfig
 from litebert.convert import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
 from litebert.convert_tf import ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
+from litebert.files import check_output
 
 SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
 REPORT_NAME = "conversion_report.txt"
@@ -61,6 +62,7 @@ def convert_checkpoint(
     Returns the report; `report.format_report()` lists every tensor mapped, synthesized, skipped or unused.
     """
     src, out = Path(src), Path(out)
+    check_output(out)
     if source not in SOURCES:
         raise ConversionError(f"source {source!r} is not one of {', '.join(SOURCES)} (--from)")
     if source == "auto":
