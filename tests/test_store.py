@@ -177,3 +177,35 @@ def test_cli_build_and_info(corpus, en_tokenizer_dir, tmp_path, capsys):
     rc = cli_main(["data", "build", "--input", str(tmp_path / "bad.txt"), "--tokenizer", str(en_tokenizer_dir),
                    "--out", str(tmp_path / "x"), "--quiet"])
     assert rc == 2 and "invalid UTF-8" in capsys.readouterr().err
+
+
+def test_overwrite_replaces_only_a_store(corpus, en_tokenizer_dir, tmp_path):
+    """--overwrite deletes a store it replaces, and nothing else: a folder that is not a store is refused intact."""
+    mine = tmp_path / "thesis"
+    mine.mkdir()
+    (mine / "chapter1.tex").write_text("years of work\n")
+    with pytest.raises(CorpusError, match=r"thesis: --overwrite replaces only a token store, and this is not one"):
+        build_store(corpus / "a.txt", en_tokenizer_dir, mine, overwrite=True)
+    assert (mine / "chapter1.tex").read_text() == "years of work\n"
+
+
+def test_a_killed_builds_temp_folder_is_removed_by_the_next_build(corpus, en_tokenizer_dir, tmp_path):
+    """A build killed mid-way leaves .STORE.tmp-PID/; the next build of that store removes it once the pid is
+    gone (a live pid's folder is left alone)."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # that process has exited
+    stale = tmp_path / f".s.tmp-{dead_pid}"
+    (stale / "train").mkdir(parents=True)
+    (stale / "train" / "00000.tokens.bin").write_bytes(b"\0" * 1000)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        busy = tmp_path / f".s.tmp-{alive.pid}"
+        busy.mkdir()
+        build_store(corpus / "a.txt", en_tokenizer_dir, tmp_path / "s", validation_fraction=0)
+        assert not stale.exists() and busy.is_dir()
+    finally:
+        alive.kill()
+        alive.wait()

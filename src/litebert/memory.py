@@ -3,7 +3,7 @@
 A config can be well-typed and still absurd (a vocab of 1e8, 1e9 positions or layers, an FFN of 1e10): the
 allocator would fail with a traceback, or the machine would swap for minutes first. `check_training_memory` adds
 up what training must hold at least, and refuses a run that cannot fit in the device's memory, naming the config
-field behind the largest part.
+field behind it: the size whose reset to albert-base's value lowers the need the most.
 
 The bound (bytes, fp32): every parameter costs 16 (the weight, its gradient and two optimizer moments, as LAMB and
 AdamW keep), and the backward pass needs at least the input of each layer ([B, S, H] floats, 4 per value; only
@@ -16,6 +16,7 @@ in pretrain).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError
@@ -24,35 +25,52 @@ FLOAT = 4  # bytes per fp32 value
 PER_PARAMETER = 16  # weight + gradient + two optimizer moments
 
 
-def parameter_terms(config: AlbertConfig) -> dict[str, int]:
-    """Parameters by the config field that sizes them (an analytic count: no model is built)."""
+def parameter_count(config: AlbertConfig) -> int:
+    """Parameters of the encoder and its MLM head, counted analytically (no model is built; biases and norms,
+    a few per cent, are left out of this lower bound)."""
     c = config
     e, h, i = c.embedding_size, c.hidden_size, c.intermediate_size
-    layers = c.num_hidden_layers
     groups = c.num_hidden_groups * c.inner_group_num
-    attention_copies = layers if c.sharing in ("none", "ffn") else groups
-    ffn_copies = layers if c.sharing in ("none", "attention") else groups
-    return {
-        "vocab_size": c.vocab_size * e,  # the word embeddings (the MLM decoder shares them)
-        "max_position_embeddings": c.max_position_embeddings * e,
-        "hidden_size": attention_copies * 4 * h * h + e * h,
-        "intermediate_size": ffn_copies * 2 * h * i,
-    }
+    attention_copies = c.num_hidden_layers if c.sharing in ("none", "ffn") else groups
+    ffn_copies = c.num_hidden_layers if c.sharing in ("none", "attention") else groups
+    embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * e + e * h  # the decoder is tied
+    return embeddings + attention_copies * 4 * h * h + ffn_copies * 2 * h * i + h * e
 
 
 def training_bytes(config: AlbertConfig, micro_batch: int, seq_len: int, predictions: int,
-                   gradient_checkpointing: bool = False) -> dict[str, int]:
-    """Lower bound on training memory in bytes, split by the field that drives each part."""
+                   gradient_checkpointing: bool = False) -> int:
+    """Lower bound on the memory one training step needs, in bytes."""
     c = config
     tokens = micro_batch * seq_len
-    terms = {field: n * PER_PARAMETER for field, n in parameter_terms(c).items()}
-    terms["vocab_size"] += micro_batch * predictions * c.vocab_size * FLOAT  # MLM logits
-    per_layer_inputs = c.num_hidden_layers * tokens * c.hidden_size * FLOAT
-    terms["num_hidden_layers"] = per_layer_inputs
-    if not gradient_checkpointing:
-        terms["intermediate_size"] += c.num_hidden_layers * tokens * c.intermediate_size * FLOAT
-        terms["num_hidden_layers"] += c.num_hidden_layers * micro_batch * c.num_attention_heads * seq_len ** 2 * FLOAT
-    return terms
+    need = parameter_count(c) * PER_PARAMETER
+    need += micro_batch * predictions * c.vocab_size * FLOAT  # MLM logits [B, P, V]
+    need += c.num_hidden_layers * tokens * c.hidden_size * FLOAT  # each layer's input [B, S, H]
+    if not gradient_checkpointing:  # each layer's FFN activation [B, S, I] and attention probabilities [B, A, S, S]
+        per_layer = tokens * c.intermediate_size + micro_batch * c.num_attention_heads * seq_len ** 2
+        need += c.num_hidden_layers * per_layer * FLOAT
+    return need
+
+
+# The sizes a config can blow up, and the reference each is compared with: AlbertConfig's defaults (albert-base).
+SIZE_FIELDS = ("vocab_size", "max_position_embeddings", "num_hidden_layers", "hidden_size", "intermediate_size",
+               "embedding_size", "num_attention_heads")
+
+
+def culprit(config: AlbertConfig, need: Callable[[AlbertConfig], int]) -> tuple[str, int] | None:
+    """The size field whose reset to albert-base's value lowers `need` the most, with the need after that reset
+    (None when no field above albert-base's value can be reset)."""
+    reference = AlbertConfig()
+    best = None
+    for field in SIZE_FIELDS:
+        if getattr(config, field) <= getattr(reference, field):
+            continue
+        try:
+            lowered = need(config.replace(**{field: getattr(reference, field)}))
+        except ConfigError:  # e.g. hidden_size no longer a multiple of the heads
+            continue
+        if best is None or lowered < best[1]:
+            best = (field, lowered)
+    return best
 
 
 def available_bytes(device) -> int | None:
@@ -75,19 +93,25 @@ def available_bytes(device) -> int | None:
 
 def check_training_memory(config: AlbertConfig, micro_batch: int, seq_len: int, predictions: int,
                           gradient_checkpointing: bool, device, source: str) -> None:
-    """Raise ConfigError naming the field behind the largest part when the lower bound exceeds free memory."""
+    """Raise ConfigError naming the field behind the excess when the lower bound exceeds free memory."""
     available = available_bytes(device)
     if available is None:
         return
-    terms = training_bytes(config, micro_batch, seq_len, predictions, gradient_checkpointing)
-    need = sum(terms.values())
-    if need <= available:
+
+    def need(c: AlbertConfig) -> int:
+        return training_bytes(c, micro_batch, seq_len, predictions, gradient_checkpointing)
+
+    total = need(config)
+    if total <= available:
         return
-    field = max(terms, key=terms.get)
-    raise ConfigError(f"{source}: config field '{field}' = {getattr(config, field)} makes training need at least "
-                      f"{_gib(need)} ({_gib(terms[field])} of it from {field}), but {device} has {_gib(available)} "
-                      "free; use a smaller value (or a smaller --micro-batch-size / --max-seq-length, or "
-                      "--gradient-checkpointing, when the activations are the large part)")
+    where = f"training would need at least {_gib(total)}, but {device} has {_gib(available)} free"
+    found = culprit(config, need)
+    if found is None:
+        raise ConfigError(f"{source}: {where}; lower --micro-batch-size {micro_batch} or --max-seq-length {seq_len}, "
+                          "or use --gradient-checkpointing")
+    field, lowered = found
+    raise ConfigError(f"{source}: config field '{field}' = {getattr(config, field)}: {where} (at "
+                      f"{field} = {getattr(AlbertConfig(), field)}: {_gib(lowered)}); use a smaller value")
 
 
 def _gib(n: int) -> str:
