@@ -279,19 +279,17 @@ def read_verified(path: str | os.PathLike, names: tuple[str, ...] = ()) -> dict[
     kept = {}
     for name, info in manifest["files"].items():
         file = path / name
-        digest, parts = hashlib.sha256(), []
         try:
             with open(file, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    digest.update(chunk)
-                    if name in names:
-                        parts.append(chunk)
+                if name in names:  # one read into one buffer, hashed there: no chunk list to join
+                    kept[name] = f.read()
+                    digest = hashlib.sha256(kept[name]).hexdigest()
+                else:
+                    digest = _hash_stream(f)[1]
         except OSError as e:
             raise CheckpointError(f"{file}: unreadable ({e.strerror or e})") from None
-        if digest.hexdigest() != info.get("sha256"):
+        if digest != info.get("sha256"):
             raise CheckpointError(f"{file}: sha256 differs from {commit}: the file is corrupt")
-        if name in names:
-            kept[name] = b"".join(parts)
     missing = [n for n in names if n not in kept]
     if missing:
         raise CheckpointError(f"{commit}: does not list {missing}; not a checkpoint of this kind")
