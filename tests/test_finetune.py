@@ -157,3 +157,84 @@ def test_length_grouped_batches_cover_once_and_group_lengths():
     spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) / len(batches)
     assert spread < 10  # random batches would spread ~80
     assert batches != length_grouped_batches(lengths, 10, seed=0, epoch=1)
+
+
+# --------------------------------------------------------------------------------------------- no silent wrong numbers
+
+
+def tiny_cfg(tmp_path, model, task, data, **kw):
+    opts = dict(task=task, model=str(model), data=str(data), out=str(tmp_path / "run"), batch_size=4,
+                max_seq_length=32, precision="fp32", lr=1e-4, log_every=1, max_eval_examples=8)
+    return FinetuneConfig(**{**opts, **kw})
+
+
+def test_a_training_file_without_dev_is_refused(tmp_path, english_model, shared_data):
+    from litebert.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--dev"):
+        finetune(tiny_cfg(tmp_path, english_model, "sst-2", shared_data / "glue" / "SST-2" / "train.tsv", steps=1,
+                          max_train_examples=8))
+    assert not (tmp_path / "run" / "best").exists()
+
+
+def test_evaluate_and_predict_refuse_a_head_that_was_never_trained(tmp_path, english_model, shared_data):
+    sst2 = shared_data / "glue" / "SST-2"
+    with pytest.raises(LitebertError, match="newly initialised"):
+        evaluate("sst-2", english_model, sst2, limit=8, max_seq_length=32)
+    with pytest.raises(LitebertError, match="newly initialised"):
+        predict("sst-2", english_model, sst2 / "test.tsv", max_seq_length=32)
+
+
+def test_a_training_subset_gets_an_epoch_schedule_and_a_start_line(tmp_path, english_model, shared_data, capsys):
+    # The paper's 20,935 SST-2 steps are sized for 67k rows; on 16 rows they would be ~5,000 epochs.
+    result = finetune(tiny_cfg(tmp_path, english_model, "sst-2", shared_data / "glue" / "SST-2",
+                               max_train_examples=16, max_eval_examples=2))
+    assert result["steps"] == 12  # 3 epochs x 16 examples / batch 4
+    start = capsys.readouterr().err.splitlines()[0]
+    assert start.startswith("litebert finetune: sst-2") and "16 train examples (of 67349)" in start
+    assert "12 steps = 3.00 epochs" in start and "batch 4" in start and "lr 0.0001" in start and "fp32" in start
+
+
+def test_a_run_that_predicts_one_class_says_so(tmp_path, english_model, capsys):
+    # Every dev row is the same text, so every dev prediction is necessarily the same class.
+    (tmp_path / "train.csv").write_text("text,label\n" + "".join(f"row {i} here,{'ab'[i % 2]}\n" for i in range(8)))
+    (tmp_path / "dev.csv").write_text("text,label\n" + "".join(f"same text,{'ab'[i % 2]}\n" for i in range(6)))
+    custom = dict(format="csv", text_columns="text", label_column="label")
+    result = finetune(tiny_cfg(tmp_path, english_model, "custom", tmp_path, steps=2, **custom))
+    assert "collapsed to one class" in result["warnings"][0]
+    assert "WARNING: every dev prediction" in capsys.readouterr().err
+    evals = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if "split" in x]
+    assert evals and all(r["single_class_prediction"] in ("a", "b") for r in evals)
+    scores = evaluate("custom", tmp_path / "run", tmp_path, max_seq_length=32, **custom)
+    assert scores["single_class_prediction"] in ("a", "b") and scores["accuracy"] == 0.5
+
+
+def test_an_empty_class_label_is_refused_with_its_line(tmp_path):
+    from litebert.data.tasks import custom_task, read_examples
+    from litebert.errors import DataFormatError
+
+    (tmp_path / "train.csv").write_text("text,label\nhello world,pos\nbad film,\ngood one,neg\n")
+    spec = custom_task(format="csv", text_columns=["text"], label_column="label")
+    with pytest.raises(DataFormatError, match=r"train\.csv:3: empty label"):
+        read_examples(spec, tmp_path / "train.csv", "train")
+    (tmp_path / "test.csv").write_text("text,label\nhello world,\n")  # a test file may leave labels empty
+    assert read_examples(spec, tmp_path / "test.csv", "test")[0].label is None
+
+
+def test_a_sequence_longer_than_the_position_table_is_refused_at_start(tmp_path, shared_data):
+    from litebert.errors import ConfigError
+    from litebert.tokenizer import AlbertTokenizer
+
+    tok = AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model")
+    torch.manual_seed(0)
+    short = tmp_path / "short"
+    AlbertForPreTraining(AlbertConfig(vocab_size=tok.vocab_size, **{**TINY, "max_position_embeddings": 64})
+                         ).save_pretrained(short, tokenizer=tok)
+    rte = shared_data / "glue" / "RTE"  # its default max_seq_length is 512
+    with pytest.raises(ConfigError, match="--max-seq-length 512.*max_position_embeddings 64"):
+        finetune(tiny_cfg(tmp_path, short, "rte", rte, steps=1, max_seq_length=None, max_train_examples=4))
+    finetune(tiny_cfg(tmp_path, short, "rte", rte, steps=1, max_seq_length=64, max_train_examples=4))
+    with pytest.raises(ConfigError, match="max_position_embeddings 64"):
+        evaluate("rte", tmp_path / "run", rte, limit=4)
+    with pytest.raises(ConfigError, match="max_position_embeddings 64"):
+        predict("rte", tmp_path / "run", rte / "test.tsv")

@@ -116,6 +116,17 @@ def test_bad_options_are_exit_code_2_with_the_option_named(tiny_data, tmp_path, 
     assert err.startswith("litebert: error: ") and "Traceback" not in err
 
 
+def test_a_model_dir_without_weights_is_refused_not_trained_from_scratch(tiny_data, tmp_path, capsys):
+    # A directory means "continue from its weights"; with none there, the run used to start from random init.
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    shutil.copy(tiny_data[2], model_dir / "config.json")
+    assert cli_main(pretrain_args(tiny_data, tmp_path / "run", model=str(model_dir))) == 2
+    err = capsys.readouterr().err
+    assert "has no model.safetensors" in err and f"--model {model_dir / 'config.json'}" in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 def test_a_store_smaller_than_one_micro_batch(tiny_data, tmp_path, capsys):
     assert cli_main(pretrain_args(tiny_data, tmp_path / "run", micro_batch_size=512, batch_size=512)) == 2
     assert "fewer than one global micro-batch" in capsys.readouterr().err

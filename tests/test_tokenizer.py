@@ -377,7 +377,7 @@ def test_bad_model_files_raise_tokenizer_error(tmp_path):
         WordPieceTokenizer(vocab)
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()
-    with pytest.raises(TokenizerError, match="no spiece.model or vocab.txt"):
+    with pytest.raises(TokenizerError, match="no spiece.model, vocab.txt or tokenizer.json"):
         load_tokenizer(empty_dir)
     (empty_dir / "tokenizer_config.json").write_text("{not json")
     with pytest.raises(TokenizerError, match="tokenizer_config.json: not valid JSON"):

@@ -113,7 +113,9 @@ SKIP_RULES = [
 # Tensors we recognise but Hugging Face ALBERT has no place for: unused, with this reason.
 NO_HF_EQUIVALENT = [
     (r"^(start_logits|end_logits|answer_class)/",
-     "SQuAD v2 (XLNet-style) head; HF AlbertForQuestionAnswering has none"),
+     "official SQuAD v2 head (run_squad_v2: end logits conditioned on the start position, answer_class over "
+     "[CLS] and start features); neither litebert's nor HF's QA model computes it, so --allow-unused converts "
+     "the encoder only (then fine-tune a v2 head: litebert finetune squad2.0)"),
     (r"^bert/encoder/layer_shared/(attention|intermediate|output)_\d+/",
      "albert_zh partial sharing (shared_type attention/ffn, modeling_preln.py); HF shares whole layers only"),
     (r"/\.ATTRIBUTES/VARIABLE_VALUE$",
@@ -375,8 +377,12 @@ def _architecture(heads: set[str]) -> str:
 
 def _detect(names: list[str], source: str) -> tuple[str, str, bool]:
     """(source, layout, strip `module/`) from the tensor names and the requested source."""
-    hub = bool(names) and all(n.startswith("module/") for n in names if n != "_CHECKPOINTABLE_OBJECT_GRAPH")
-    bare = [n[len("module/") :] if hub else n for n in names]
+    # A TF-Hub module names everything `module/...`. Fine-tuning from one the official way (hub.Module inside
+    # run_classifier / run_squad_v1 / run_race) adds the task head and global_step un-prefixed: then the encoder
+    # is under module/ and no encoder or pretraining-head variable is outside it.
+    outside_module = ("bert/", "cls/predictions/", "cls/seq_relationship/")
+    hub = any(n.startswith("module/") for n in names) and not any(n.startswith(outside_module) for n in names)
+    bare = [_strip(n, hub) for n in names]
     bright = sorted(
         n for n in bare if n == "bert/embeddings/word_embeddings_2" or re.match(r"bert/encoder/layer_(shared|\d+)/", n)
     )
@@ -386,7 +392,8 @@ def _detect(names: list[str], source: str) -> tuple[str, str, bool]:
     if source == "auto":
         source = "tfhub" if hub else ("albert_zh" if bright else "tf")
     if hub and source != "tfhub":
-        raise ConversionError("every tensor name starts with 'module/' (a TF-Hub module); use source='tfhub'")
+        raise ConversionError("the encoder's tensor names start with 'module/' (a TF-Hub module, or a model "
+                              "fine-tuned from one); use source='tfhub'")
     if bright and source != "albert_zh":
         shown = ", ".join(bright[:3])
         raise ConversionError(
@@ -423,6 +430,9 @@ def load_tf_albert(
     cfg_name = report.config_file or "config dict"
     bare_shapes = {_strip(n, hub): reader.shape(n) for n in targets}
     cfg, report.notes = _hf_config(official, cfg_name, bare_shapes, layout)
+    head_names = sorted(n for n in targets if hub and not n.startswith("module/"))
+    if head_names:
+        report.notes.append(f"fine-tuned from a TF-Hub module: encoder under module/, head {', '.join(head_names)}")
     heads = {h for hf, _ in targets.values() for p, h in _HEAD_PREFIXES.items() if hf.startswith(p)}
     num_labels = next((reader.shape(n)[0] for n, (hf, _) in targets.items() if hf == "classifier.weight"), 2)
     _describe_heads(cfg, heads, num_labels, report)
@@ -487,7 +497,7 @@ def _describe_heads(cfg: dict, heads: set[str], num_labels: int, report: Convers
         cfg["num_labels"] = int(num_labels)
         report.notes.append(
             f"top-level output_weights [{num_labels}, H] -> classifier.*: a GLUE classifier (or, with one label, "
-            "possibly a RACE multiple-choice head: load it into AlbertForMultipleChoice then)"
+            "possibly the official run_race head: convert with head='multiple-choice' (--head))"
         )
     if report.architecture == "AlbertForQuestionAnswering":
         report.notes.append(

@@ -280,3 +280,15 @@ def fsync_dir(path: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def read_json(path: Path, error: type[Exception], missing: str = "not found"):
+    """The parsed JSON of `path`; a missing file or bad JSON raises `error` naming the file."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"{path}: not valid JSON ({exc})") from None

@@ -22,9 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from litebert.data.tasks import TaskSpec, custom_task, get_task, label_list_for, pad_features, read_examples
+from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, get_task, label_list_for,
+                                 pad_features, read_examples, split_path)
 from litebert.device import autocast, pick_device, resolve_precision
-from litebert.errors import ConfigError, DataFormatError, LitebertError
+from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.files import holding_run_dir
 from litebert.optim import build_optimizer, make_scheduler
 
@@ -100,6 +101,10 @@ class Kind:
     def predictions(self, examples, features, outputs, spec: TaskSpec, label_list) -> list[dict]:
         raise NotImplementedError
 
+    def collapse(self, outputs, spec: TaskSpec, label_list) -> dict:
+        """{"single_class_prediction": label} when every prediction is the same class; {} otherwise."""
+        return {}
+
 
 class SentenceKind(Kind):
     model_class = "AlbertForSequenceClassification"
@@ -128,6 +133,12 @@ class SentenceKind(Kind):
 
         gold = [f["label"] for f in features]
         return compute_metrics(spec.metrics, self._decide(outputs, spec), np.asarray(gold))
+
+    def collapse(self, outputs, spec, label_list):
+        if spec.head != "classification" or len(outputs) < 2 or not label_list or len(label_list) < 2:
+            return {}
+        decided = self._decide(outputs, spec)
+        return {"single_class_prediction": label_list[int(decided[0])]} if (decided == decided[0]).all() else {}
 
     def predictions(self, examples, features, outputs, spec, label_list):
         decided = self._decide(outputs, spec)
@@ -263,8 +274,12 @@ def resolve_task(cfg: FinetuneConfig) -> TaskSpec:
                        head=cfg.head)
 
 
-def resolve_hparams(cfg: FinetuneConfig, spec: TaskSpec) -> FinetuneConfig:
-    """Fill every None hyperparameter from the task's defaults."""
+def resolve_hparams(cfg: FinetuneConfig, spec: TaskSpec, subset: bool = False) -> FinetuneConfig:
+    """Fill every None hyperparameter from the task's defaults.
+
+    The paper's step counts are sized for the task's full official training set; on a subset (`subset`: fewer
+    examples than the file holds, e.g. --max-train-examples) they would mean hundreds of epochs, so the default
+    schedule there is epoch-based (OUR_DEFAULTS' epochs), with the paper's warmup share kept."""
     hp = spec.hparams
     filled = dict(
         lr=cfg.lr or hp.learning_rate, batch_size=cfg.batch_size or hp.batch_size,
@@ -272,7 +287,10 @@ def resolve_hparams(cfg: FinetuneConfig, spec: TaskSpec) -> FinetuneConfig:
         albert_dropout=hp.albert_dropout if cfg.albert_dropout is None else cfg.albert_dropout,
         classifier_dropout=hp.classifier_dropout if cfg.classifier_dropout is None else cfg.classifier_dropout)
     if cfg.steps is None and cfg.epochs is None:
-        filled.update(steps=hp.train_steps, epochs=hp.num_train_epochs)
+        if subset and hp.train_steps:
+            filled.update(steps=None, epochs=OUR_DEFAULTS.num_train_epochs)
+        else:
+            filled.update(steps=hp.train_steps, epochs=hp.num_train_epochs)
     if cfg.warmup_ratio is None:
         ratio = hp.warmup_ratio if hp.warmup_ratio is not None else (
             hp.warmup_steps / hp.train_steps if hp.train_steps else 0.1)
@@ -281,12 +299,28 @@ def resolve_hparams(cfg: FinetuneConfig, spec: TaskSpec) -> FinetuneConfig:
 
 
 def read_split(spec: TaskSpec, cfg: FinetuneConfig, split: str, label_list=None, limit: int | None = None):
+    """One split, cut to `limit` examples; the uncut count is kept in `.available` (Examples)."""
     source = cfg.dev if (split != "train" and cfg.dev) else cfg.data
     examples = read_examples(spec, source, split, label_list=label_list)
     skipped = getattr(examples, "skipped", [])
     if skipped:
         print(f"{spec.name}/{split}: {len(skipped)} rows skipped by design (first: {skipped[0]})", file=sys.stderr)
-    return examples[:limit] if limit else examples
+    out = Examples(examples[:limit] if limit else examples, path=getattr(examples, "path", None), skipped=skipped)
+    out.available = len(examples)
+    return out
+
+
+def check_dev_source(spec: TaskSpec, cfg: FinetuneConfig) -> None:
+    """The dev split must not silently be the training data: model selection and the reported score would be on
+    rows the model trained on. (--dev naming the training file on purpose is allowed, with a warning.)"""
+    dev_split = spec.eval_splits[0]
+    if cfg.dev is None:
+        if split_path(spec, cfg.data, "train") == split_path(spec, cfg.data, dev_split):
+            raise ConfigError(f"--data {cfg.data} is one split, so there is no dev split to score on (the training "
+                              "rows would be scored instead); pass --dev FILE, or --data the task folder holding both")
+    elif Path(cfg.dev).resolve() == split_path(spec, cfg.data, "train").resolve():
+        print(f"WARNING: --dev {cfg.dev} is the training data: dev scores and the best checkpoint are chosen on "
+              "rows the model trains on", file=sys.stderr)
 
 
 def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[list[int]]:
@@ -328,7 +362,23 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
     if model.config.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{model_dir}: the model's vocab_size {model.config.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
+    fresh = model.load_report.get("initialised", [])
+    if cfg is None and fresh:  # scoring a random head would print a chance-level number as if it meant something
+        raise CheckpointError(f"{model_dir}: the {spec.head} head is newly initialised (no trained weights for "
+                              f"{', '.join(fresh)}); this is not a model fine-tuned for {spec.name}. Fine-tune it "
+                              f"first (litebert finetune {spec.name} --model {model_dir} ...) and pass that run dir")
+    if cfg is not None:
+        check_positions(model, cfg.max_seq_length, model_dir)
     return model, tokenizer
+
+
+def check_positions(model, max_seq_length: int, model_dir) -> None:
+    """Refuse before any work a sequence length the position table cannot hold (else: a tensor-size crash)."""
+    positions = model.config.max_position_embeddings
+    if max_seq_length > positions:
+        raise ConfigError(f"--max-seq-length {max_seq_length} (the task's default unless given) exceeds the "
+                          f"model's max_position_embeddings {positions} ({model_dir}); pass --max-seq-length "
+                          f"{positions} or less")
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -355,7 +405,12 @@ def run_model(model, kind: Kind, features: list[dict], pad_id: int, batch_size: 
 @holding_run_dir(lambda cfg: cfg.out)
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
-    cfg = resolve_hparams(cfg, spec)
+    check_dev_source(spec, cfg)
+    train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
+    if not train:
+        raise DataFormatError(f"{cfg.data}: no training examples")
+    subset = len(train) < train.available
+    cfg = resolve_hparams(cfg, spec, subset=subset)
     kind = kind_for(spec, cfg)
     torch.manual_seed(cfg.seed)
     if cfg.threads:
@@ -366,9 +421,6 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "finetune.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
 
-    train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
-    if not train:
-        raise DataFormatError(f"{cfg.data}: no training examples")
     label_list = label_list_for(spec, train) if spec.head in ("classification", "multilabel", "token") else None
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
@@ -379,6 +431,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
 
     per_step = cfg.batch_size * cfg.grad_accum
     steps = cfg.steps or max(1, math.ceil(cfg.epochs * len(train_feats) / per_step))
+    print(start_line(cfg, spec, train, dev, len(train_feats), steps, precision, subset), file=sys.stderr,
+          flush=True)
     optimizer = build_optimizer(model, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = make_scheduler(optimizer, round(cfg.warmup_ratio * steps), steps)
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
@@ -414,13 +468,17 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
             outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
             metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
             score = metrics[spec.main_metric]
-            _write(log, {"step": step, "split": dev_split, **metrics})
+            collapsed = kind.collapse(outputs, spec, label_list)
+            _write(log, {"step": step, "split": dev_split, **metrics, **collapsed})
             print(f"\nstep {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
                                                             if isinstance(v, float)), file=sys.stderr)
+            if collapsed:
+                print(collapse_warning(collapsed, dev_split, step), file=sys.stderr)
             if score > best["score"]:
-                best, stale = {"score": score, "step": step, "metrics": metrics}, 0
+                best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
                 model.save_pretrained(out_dir / "best", tokenizer=tokenizer)
-                _write_json(out_dir / "best" / "eval_metrics.json", {"step": step, "split": dev_split, **metrics})
+                _write_json(out_dir / "best" / "eval_metrics.json",
+                            {"step": step, "split": dev_split, **metrics, **collapsed})
             else:
                 stale += 1
                 if cfg.patience and stale >= cfg.patience:
@@ -430,6 +488,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
               "dev_examples": len(dev)}
+    if best.get("collapsed"):
+        result["warnings"] = [collapse_warning(best["collapsed"], dev_split, best["step"])]
     _write_json(out_dir / "result.json", result)
     return result
 
@@ -444,13 +504,17 @@ def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | No
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
     label_list = model.config.label_names if spec.head in ("classification", "multilabel", "token") else None
     cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
+    check_positions(model, cfg.max_seq_length, model_dir)
     split = split or spec.eval_splits[0]
     examples = read_split(spec, cfg, split, label_list=label_list, limit=limit)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
     outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size,
                         resolve_precision(precision, device), device)
+    collapsed = kind.collapse(outputs, spec, label_list)
+    if collapsed:
+        print(collapse_warning(collapsed, split), file=sys.stderr)
     return {"task": spec.name, "split": split, "examples": len(examples),
-            **kind.score(examples, feats, outputs, spec, label_list)}
+            **kind.score(examples, feats, outputs, spec, label_list), **collapsed}
 
 
 def predict(task: str, model_dir: str | Path, input_path: str | Path, precision: str = "auto",
@@ -463,11 +527,38 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path, precision:
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
     label_list = model.config.label_names
     cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
+    check_positions(model, cfg.max_seq_length, model_dir)
     examples = read_examples(spec, input_path, "test", label_list=label_list)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
     outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size,
                         resolve_precision(precision, device), device)
     return kind.predictions(examples, feats, outputs, spec, label_list)
+
+
+def collapse_warning(collapsed: dict, split: str, step: int | None = None) -> str:
+    at = f" at step {step}" if step is not None else ""
+    return (f"WARNING: every {split} prediction{at} is the class {collapsed['single_class_prediction']!r}: the "
+            "model has collapsed to one class, and its score is that class's share of the split. Try another --lr "
+            "(often lower), more steps, or check the labels")
+
+
+def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int, steps: int, precision: str,
+               subset: bool) -> str:
+    """What this run will do, before it does it: a run's numbers are readable only next to these."""
+    per_step = cfg.batch_size * cfg.grad_accum
+    epochs = steps * per_step / max(n_features, 1)
+    if cfg.steps is not None and cfg.epochs is None and spec.hparams.train_steps == cfg.steps:
+        why = f"{spec.hparams.source} steps"
+    elif subset and cfg.epochs == OUR_DEFAULTS.num_train_epochs and cfg.steps is None:
+        why = (f"{cfg.epochs:g} epochs: the training set is a subset ({len(train)} of {train.available}), so the "
+               "paper's step count, sized for the full set, is not used")
+    else:
+        why = f"{cfg.epochs:g} epochs" if cfg.steps is None else "--steps"
+    accum = f" x {cfg.grad_accum} accumulation" if cfg.grad_accum > 1 else ""
+    return (f"litebert finetune: {spec.name} from {cfg.model}; {len(train)} train examples"
+            f"{f' (of {train.available})' if subset else ''}, {len(dev)} dev; {steps} steps = {epochs:.2f} epochs "
+            f"({why}); batch {cfg.batch_size}{accum}, lr {cfg.lr:g}, warmup {round(cfg.warmup_ratio * steps)} "
+            f"steps, max_seq_length {cfg.max_seq_length}, {precision}")
 
 
 def _best_dir(path: str | Path) -> Path:

@@ -24,9 +24,11 @@ from litebert.config import AlbertConfig
 from litebert.convert import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
 from litebert.convert_tf import ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
-from litebert.files import check_output
+from litebert.files import check_output, read_json
+from litebert.hub_cache import resolve_model_path
 
 SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
+HEADS = ("auto", "multiple-choice")
 REPORT_NAME = "conversion_report.txt"
 SPM_NAMES = ("spiece.model", "30k-clean.model")  # official SentencePiece models, in order of preference
 
@@ -51,6 +53,7 @@ def convert_checkpoint(
     allow_unused: bool = False,
     config: str | Path | dict | None = None,
     vocab: str | Path | None = None,
+    head: str = "auto",
 ) -> ConversionReport:
     """Convert `src` into a litebert model directory `out` (config.json, model.safetensors, tokenizer files).
 
@@ -59,18 +62,22 @@ def convert_checkpoint(
     allow_unused: drop tensors that map to nothing (listed in report.unused) instead of raising.
     config: the official albert_config.json for a TF checkpoint (default: found beside it).
     vocab: a tokenizer file (`*.model` SentencePiece or `vocab.txt` WordPiece); default: the one beside `src`.
+    head: "auto", or "multiple-choice" for a TF checkpoint whose one-row `output_weights` [1, H] is the official
+        run_race head (one score per choice), which the names alone cannot tell from a one-label regressor.
     Returns the report; `report.format_report()` lists every tensor mapped, synthesized, skipped or unused.
     """
-    src, out = Path(src), Path(out)
+    src, out = resolve_model_path(src, ConversionError), Path(out)  # a Hub id reads the local Hub cache
     check_output(out)
     if source not in SOURCES:
         raise ConversionError(f"source {source!r} is not one of {', '.join(SOURCES)} (--from)")
+    if head not in HEADS:
+        raise ConversionError(f"head {head!r} is not one of {', '.join(HEADS)} (--head)")
     if source == "auto":
         source = "hf" if _looks_like_hf_dir(src) else "auto"
     if source == "hf":
-        if config is not None:
-            raise ConversionError(f"{src}: --config is for TF checkpoints; a Hugging Face directory brings its "
-                                  "own config.json")
+        if config is not None or head != "auto":
+            raise ConversionError(f"{src}: --config and --head are for TF checkpoints; a Hugging Face directory "
+                                  "brings its own config.json and architecture")
         if out.resolve() == src.resolve():
             raise ConversionError(f"{out}: the output directory is the source directory; choose another --out")
         hf_config, hf_state, report = load_hf_albert(src, allow_unused=allow_unused)
@@ -78,6 +85,8 @@ def convert_checkpoint(
     else:
         hf_config, hf_state, report = load_tf_albert(src, source, allow_unused, config=config)
         tokenizer_candidates = [Path(p) for p in report.tokenizer_files]
+        if head == "multiple-choice":
+            _as_multiple_choice(hf_config, hf_state, report)
 
     tokenizer = pick_tokenizer(vocab, tokenizer_candidates, report)
     if tokenizer is not None:
@@ -88,6 +97,17 @@ def convert_checkpoint(
                         + (f" + {type(tokenizer).__name__}" if tokenizer is not None else ""))
     (out / REPORT_NAME).write_text(report.format_report() + "\n", encoding="utf-8")
     return report
+
+
+def _as_multiple_choice(hf_config: dict, hf_state: dict, report: ConversionReport) -> None:
+    """The official run_race head: pooled [B*C, H] @ output_weights[1, H]^T + output_bias -> [B, C] scores."""
+    weight = hf_state.get("classifier.weight")
+    if weight is None or weight.shape[0] != 1:
+        found = "no output_weights" if weight is None else f"output_weights {list(weight.shape)}"
+        raise ConversionError(f"{report.checkpoint}: --head multiple-choice needs the official run_race head, "
+                              f"output_weights [1, H]; the checkpoint has {found}")
+    hf_config["architectures"] = ["AlbertForMultipleChoice"]
+    report.notes.append("output_weights [1, H] read as the official run_race head: AlbertForMultipleChoice")
 
 
 # ---------------------------------------------------------------------------------------------------- HF directories
@@ -128,12 +148,7 @@ def load_hf_albert(folder: str | Path, allow_unused: bool = False
     """(HF config dict, HF state dict, report) of a stock Hugging Face ALBERT directory."""
     folder = Path(folder)
     config_path = folder / "config.json"
-    try:
-        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConversionError(f"{config_path}: not found; is {folder} a Hugging Face model directory?") from None
-    except (OSError, ValueError) as exc:
-        raise ConversionError(f"{config_path}: not valid JSON ({exc})") from None
+    hf_config = read_json(config_path, ConversionError, f"not found; is {folder} a Hugging Face model directory?")
     if not isinstance(hf_config, dict) or hf_config.get("model_type") != "albert":
         kind = hf_config.get("format") or hf_config.get("model_type") if isinstance(hf_config, dict) else None
         hint = (" (it is already a litebert directory: load it with from_pretrained)" if kind == "litebert"
@@ -168,7 +183,9 @@ def _sort_hf_tensors(state: dict[str, torch.Tensor], config: AlbertConfig, allow
 
 
 def _hf_tokenizer_files(folder: Path) -> list[Path]:
-    return [folder / name for name in ("spiece.model", "vocab.txt") if (folder / name).is_file()]
+    found = [folder / name for name in ("spiece.model", "vocab.txt") if (folder / name).is_file()]
+    # transformers 5 saves tokenizer.json alone; load_tokenizer rebuilds the vocab file from it.
+    return found or [folder / "tokenizer.json"] * (folder / "tokenizer.json").is_file()
 
 
 # ---------------------------------------------------------------------------------------------------- the model
@@ -262,7 +279,8 @@ def pick_tokenizer(vocab: str | Path | None, candidates: list[Path], report: Con
     wordpiece = [p for p in candidates if p.suffix == ".txt"]
     if report.source == "albert_zh" and wordpiece:
         spm = []  # albert_zh models use BERT's Chinese WordPiece vocab, even with a stray .model beside them
-    pool = [p for p in spm if p.name in SPM_NAMES] or spm or wordpiece
+    pool = [p for p in spm if p.name in SPM_NAMES] or spm or wordpiece or [p for p in candidates
+                                                                          if p.name == "tokenizer.json"]
     if not pool:
         report.notes.append("no tokenizer file beside the checkpoint, so none in the output "
                             "(pass --vocab spiece.model|vocab.txt)")

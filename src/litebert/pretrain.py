@@ -58,6 +58,9 @@ class PretrainConfig:
     short_seq_prob: float = 0.1
     ngram: int = 3
     objective: str = "sop"  # "sop" | "nsp" (ablation) | "none" (MLM only)
+    single_sentence: str = "random"  # one-sentence chunk: "random" (official: B from another doc), "split", "skip"
+    short_seq_draw: str = "chunk"  # short target length drawn per "chunk" (paper) or per "document" (official code)
+    mask_unit: str = "word"  # mask n-grams of whole "word"s (the store's word boundaries) or of single "token"s
     phases: str | None = None  # e.g. "0.9:128,0.1:512": 90% of steps at 128, then 10% at 512
     # optimisation
     batch_size: int = 256  # global batch, in sequences
@@ -100,6 +103,9 @@ class PretrainConfig:
             (0 <= self.short_seq_prob <= 1, "short_seq_prob", "must be in [0, 1]"),
             (1 <= self.ngram <= 10, "ngram", "must be in [1, 10]"),
             (self.objective in ("sop", "nsp", "none"), "objective", "must be sop, nsp or none"),
+            (self.single_sentence in ("random", "split", "skip"), "single_sentence", "must be random, split or skip"),
+            (self.short_seq_draw in ("chunk", "document"), "short_seq_draw", "must be chunk or document"),
+            (self.mask_unit in ("word", "token"), "mask_unit", "must be word or token"),
             (self.lr > 0 and math.isfinite(self.lr), "lr", "must be a positive number"),
             (self.optimizer in ("lamb", "adamw", "adamw_official"), "optimizer", "must be lamb, adamw or adamw_official"),
             (self.max_grad_norm > 0, "max_grad_norm", "must be > 0"),
@@ -208,7 +214,9 @@ class BatchStream:
         return PretrainingDataset(
             self.store, split="train", max_seq_length=self.phases[self.state["phase"]][1],
             max_predictions_per_seq=cfg.max_predictions_per_seq, masked_lm_prob=cfg.masked_lm_prob,
-            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=cfg.objective, seed=cfg.seed)
+            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=cfg.objective, seed=cfg.seed,
+            single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence], short_seq_draw=cfg.short_seq_draw,
+            mask_unit=cfg.mask_unit)
 
     def _open(self) -> None:
         from litebert.data.pretraining import ResumableSampler, collate_pretraining
@@ -307,6 +315,11 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int) -> tuple[AlbertConfig
 
     source = Path(cfg.model)
     init_dir = source if (source / "model.safetensors").is_file() else None
+    if cfg.model not in PRESETS and source.is_dir() and init_dir is None:
+        # A directory means "continue from these weights"; without them the run would start from random init.
+        raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
+                          f"to continue from; to train this architecture from scratch pass its config file "
+                          f"(--model {source / 'config.json'})")
     config = load_config(cfg.model) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
@@ -802,6 +815,28 @@ class TermSignal:
         return flag.item() > 0
 
 
+SINGLE_SENTENCE_MODES = {"random": "random_document", "split": "split", "skip": "skip"}  # CLI -> dataset names
+LABEL_SKEW_WARNING = 0.1  # warn when the share of label 1 is further than this from 1/2
+
+
+def data_lines(cfg: PretrainConfig, dataset) -> list[str]:
+    """The pretraining start line about the data (label balance, random-document B, short targets), and a
+    warning when the pair labels are far from 50/50."""
+    b = dataset.label_balance(0)
+    word = dataset.store.meta["build"].get("word_segmenter")
+    lines = [f"data: {b['examples']:,} examples in epoch 0, {b['single_sentence_chunks']:.1%} single-sentence "
+             f"chunks (--single-sentence {cfg.single_sentence}), {b['random_b']:.1%} with B from another "
+             f"document, {b['short_targets']:.1%} short targets (--short-seq-draw {cfg.short_seq_draw}), masking "
+             f"{cfg.mask_unit}s" + (f" ({word} words)" if word and cfg.mask_unit == "word" else "")]
+    if cfg.objective != "none":
+        lines[0] += f", {cfg.objective.upper()} label 1: {b['label1']:.1%}"
+        if abs(b["label1"] - 0.5) > LABEL_SKEW_WARNING:
+            lines.append(f"warning: {b['label1']:.0%} of {cfg.objective.upper()} labels are 1 (far from 50/50): "
+                         f"{b['single_sentence_chunks']:.0%} of chunks hold one sentence and take B from another "
+                         "document; --single-sentence split or skip keeps the labels balanced")
+    return lines
+
+
 def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict[str, float]:
     run = setup(cfg)
     term = term or TermSignal()
@@ -819,6 +854,8 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
               f"{run.precision}, {d.world} rank(s) x {cfg.micro_batch_size} x {run.accum} accumulation = batch "
               f"{cfg.batch_size}, {cfg.steps} steps from step {run.step}, peak {run.peak_flops / 1e12:.2f} "
               "TFLOP/s (calibration GEMM)", file=sys.stderr)
+        for line in data_lines(cfg, run.stream._dataset()):
+            print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
     last = {}
     window_tokens, window_start = 0.0, time.perf_counter()

@@ -21,6 +21,7 @@ from litebert.config import AlbertConfig
 from litebert.convert import hf_to_ours, needs_projection, ours_to_hf
 from litebert.errors import CheckpointError, LitebertError
 from litebert.files import atomic_write
+from litebert.hub_cache import resolve_model_path
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -135,7 +136,7 @@ def read_model_state(path: str | Path, weights: bytes | None = None
 
 
 def load_pretrained(cls, path: str | Path, **config_overrides: Any):
-    path = Path(path)
+    path = resolve_model_path(path)  # a Hub id ("albert/albert-base-v2") reads the local Hub cache
     if not path.is_dir():
         raise CheckpointError(f"{path}: model directory not found")
     config, fmt, state, ignored = read_model_state(path)

@@ -30,6 +30,8 @@ import numpy as np
 
 from litebert.errors import ConfigError, TokenizerError, where
 from litebert.files import atomic_write_bytes
+from litebert.hub_cache import resolve_model_path
+from litebert.tokenizer_json import TOKENIZER_JSON, read_tokenizer_json
 
 SPIECE_UNDERLINE = "▁"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -344,9 +346,13 @@ class _TokenizerBase:
             self._word_start = mask
         return self._word_start.copy()
 
+    def vocab_bytes(self) -> bytes:
+        """The content of spiece.model / vocab.txt (rebuilt when the tokenizer came from a tokenizer.json)."""
+        return self.vocab_file.read_bytes() if self._vocab_bytes is None else self._vocab_bytes
+
     def fingerprint(self) -> str:
         """sha256 of the vocab file bytes and the settings: equal fingerprints tokenize identically."""
-        h = hashlib.sha256(self.vocab_file.read_bytes())
+        h = hashlib.sha256(self.vocab_bytes())
         h.update(json.dumps(self.settings(), sort_keys=True).encode())
         return h.hexdigest()
 
@@ -355,7 +361,7 @@ class _TokenizerBase:
         out.mkdir(parents=True, exist_ok=True)
         target = out / self.vocab_file_name
         if not (target.exists() and target.samefile(self.vocab_file)):
-            atomic_write_bytes(target, self.vocab_file.read_bytes())
+            atomic_write_bytes(target, self.vocab_bytes())
         specials = self.special_tokens()
         config = {"tokenizer_class": self.tokenizer_class, **self.settings(), **specials,
                   "model_max_length": MODEL_MAX_LENGTH}
@@ -372,6 +378,11 @@ class _TokenizerBase:
                                  f"{TOKENIZER_CONFIG})")
         config = _read_config(directory)
         kwargs = {k: config[k] for k in cls.setting_names if k in config}
+        if not (directory / cls.vocab_file_name).is_file() and (directory / TOKENIZER_JSON).is_file():
+            kind, content = read_tokenizer_json(directory)
+            if kind != cls.json_kind:
+                raise TokenizerError(f"{directory / TOKENIZER_JSON}: a {kind} tokenizer, not {cls.__name__}'s")
+            return cls(directory / TOKENIZER_JSON, **kwargs, **{cls.bytes_argument: content})
         return cls(directory / cls.vocab_file_name, **kwargs)
 
     def __repr__(self) -> str:
@@ -401,17 +412,24 @@ class AlbertTokenizer(_TokenizerBase):
     tokenizer_class = "AlbertTokenizer"
     vocab_file_name = "spiece.model"
     setting_names = ("do_lower_case", "keep_accents", "remove_space")
+    json_kind, bytes_argument = "spm", "model_proto"  # how a tokenizer.json of this kind is read
 
     def __init__(self, model_file: str | os.PathLike, do_lower_case: bool = True, keep_accents: bool = False,
-                 remove_space: bool = True):
+                 remove_space: bool = True, model_proto: bytes | None = None):
+        """model_proto: the serialized SentencePiece model when it comes from elsewhere (rebuilt from a
+        transformers-5 tokenizer.json at model_file); default: read model_file."""
         import sentencepiece as spm
 
         self.vocab_file = Path(model_file)
-        if not self.vocab_file.is_file():
+        self._vocab_bytes = model_proto
+        if model_proto is None and not self.vocab_file.is_file():
             raise TokenizerError(f"{self.vocab_file}: SentencePiece model file not found")
         self.sp = spm.SentencePieceProcessor()
         try:
-            self.sp.load(str(self.vocab_file))
+            if model_proto is None:
+                self.sp.load(str(self.vocab_file))
+            else:
+                self.sp.load_from_serialized_proto(model_proto)
         except (RuntimeError, OSError) as exc:
             raise TokenizerError(f"{self.vocab_file}: not a valid SentencePiece model ({exc})") from None
         self.do_lower_case, self.keep_accents, self.remove_space = do_lower_case, keep_accents, remove_space
@@ -616,13 +634,17 @@ class WordPieceTokenizer(_TokenizerBase):
     tokenizer_class = "BertTokenizer"
     vocab_file_name = "vocab.txt"
     setting_names = ("do_lower_case", "strip_accents")
+    json_kind, bytes_argument = "wordpiece", "vocab_bytes"  # how a tokenizer.json of this kind is read
     _SPECIAL = re.compile(r"^\[[^\[\]]+\]$|^<[^<>]+>$")  # [PAD] [unused7] <S>: never produced from text
     _CACHE_SIZE = 200_000
 
     def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True, strip_accents: bool | None = None,
-                 max_input_chars_per_word: int = 100):
+                 max_input_chars_per_word: int = 100, vocab_bytes: bytes | None = None):
+        """vocab_bytes: the vocab.txt content when it comes from elsewhere (a transformers-5 tokenizer.json at
+        vocab_file); default: read vocab_file."""
         self.vocab_file = Path(vocab_file)
-        self.vocab = self._load_vocab(self.vocab_file)
+        self.vocab = self._load_vocab(self.vocab_file, vocab_bytes)
+        self._vocab_bytes = vocab_bytes
         self.tokens = list(self.vocab)
         self.vocab_size = len(self.tokens)
         self.do_lower_case, self.strip_accents = do_lower_case, strip_accents
@@ -635,11 +657,11 @@ class WordPieceTokenizer(_TokenizerBase):
         self._word_start = None
 
     @staticmethod
-    def _load_vocab(path: Path) -> dict[str, int]:
-        if not path.is_file():
+    def _load_vocab(path: Path, content: bytes | None = None) -> dict[str, int]:
+        if content is None and not path.is_file():
             raise TokenizerError(f"{path}: WordPiece vocab file not found")
         try:
-            lines = path.read_text(encoding="utf-8").split("\n")
+            lines = (path.read_bytes() if content is None else content).decode("utf-8").split("\n")
         except (UnicodeDecodeError, OSError) as exc:
             raise TokenizerError(f"{path}: cannot read the vocab as UTF-8 text ({exc})") from None
         if lines and lines[-1] == "":
@@ -732,8 +754,9 @@ class WordPieceTokenizer(_TokenizerBase):
 
 
 def load_tokenizer(path: str | os.PathLike) -> AlbertTokenizer | WordPieceTokenizer:
-    """A tokenizer dir (ours or Hugging Face's), or a bare spiece.model / vocab.txt file."""
-    path = Path(path)
+    """A tokenizer dir (ours or Hugging Face's, or a Hub id in the local Hub cache), or a bare spiece.model /
+    vocab.txt file."""
+    path = resolve_model_path(path, TokenizerError)
     if path.is_file():
         if path.suffix == ".txt":
             return WordPieceTokenizer(path)
@@ -747,8 +770,11 @@ def load_tokenizer(path: str | os.PathLike) -> AlbertTokenizer | WordPieceTokeni
     for cls in (AlbertTokenizer, WordPieceTokenizer):
         if (path / cls.vocab_file_name).is_file():
             return cls.from_pretrained(path)
-    raise TokenizerError(f"{path}: no spiece.model or vocab.txt (expected a dir written by save_pretrained or "
-                         f"`litebert tokenizer train`)")
+    if (path / TOKENIZER_JSON).is_file():  # transformers 5 saves only tokenizer.json
+        kind = read_tokenizer_json(path)[0]
+        return next(c for c in (AlbertTokenizer, WordPieceTokenizer) if c.json_kind == kind).from_pretrained(path)
+    raise TokenizerError(f"{path}: no spiece.model, vocab.txt or tokenizer.json (expected a dir written by "
+                         f"save_pretrained or `litebert tokenizer train`)")
 
 
 # SentencePiece training lives in its own module; re-exported here as part of the tokenizer API.

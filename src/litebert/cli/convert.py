@@ -18,6 +18,9 @@ def register(sub) -> None:
     c.add_argument("--config", help="official albert_config.json (default: the one beside the checkpoint)")
     c.add_argument("--vocab", help="tokenizer file: SentencePiece *.model or WordPiece vocab.txt "
                                    "(default: the one beside the checkpoint)")
+    c.add_argument("--head", choices=("auto", "multiple-choice"), default="auto",
+                   help="multiple-choice: a TF checkpoint's one-row output_weights is the official run_race head "
+                        "(default: auto, from the tensor names)")
     c.set_defaults(func=run_convert)
 
     e = sub.add_parser("export-onnx", help="export a model directory to ONNX, checked in onnxruntime")
@@ -36,7 +39,7 @@ def run_convert(args) -> int:
     from litebert.interop import convert_checkpoint
 
     report = convert_checkpoint(args.src, args.out, source=args.source, allow_unused=args.allow_unused,
-                                config=args.config, vocab=args.vocab)
+                                config=args.config, vocab=args.vocab, head=args.head)
     print(report.format_report())
     return 0
 

@@ -1,4 +1,5 @@
-"""`litebert data build` (corpus -> token store) and `litebert data info` (a store's meta and stats)."""
+"""`litebert data build` (corpus -> token store), `litebert data info` (a store's meta and stats) and
+`litebert data inspect` (label balance and masking of the pretraining examples a store gives)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def register(subparsers) -> None:
     build.add_argument("--max-doc-sentences", type=int, default=0,
                        help="cut plain-text documents longer than this many sentences (0: never; for books with "
                             "no blank lines)")
+    build.add_argument("--word-segmenter", choices=("jieba",), default=None,
+                       help="whole words from a segmenter (Chinese whole-word masking; needs litebert[zh]) instead "
+                            "of the tokenizer's vocab alone")
     build.add_argument("--overwrite", action="store_true", help="replace an existing store")
     build.add_argument("--quiet", action="store_true", help="no progress line")
     build.set_defaults(func=_build)
@@ -39,6 +43,20 @@ def register(subparsers) -> None:
     info = sub.add_parser("info", help="print a store's tokenizer, settings and counts")
     info.add_argument("store", metavar="STORE")
     info.set_defaults(func=_info)
+
+    inspect = sub.add_parser("inspect", help="label balance and masking of the pretraining examples a store gives")
+    inspect.add_argument("store", metavar="STORE")
+    inspect.add_argument("--examples", type=int, default=1000, help="examples to build and read (default 1000)")
+    inspect.add_argument("--split", choices=("train", "validation"), default="train")
+    inspect.add_argument("--max-seq-length", type=int, default=128)
+    inspect.add_argument("--objective", choices=("sop", "nsp", "none"), default="sop")
+    inspect.add_argument("--single-sentence", choices=("random", "split", "skip"), default="random",
+                         help="a one-sentence chunk takes B from a random document (official), is split, or skipped")
+    inspect.add_argument("--short-seq-draw", choices=("chunk", "document"), default="chunk",
+                         help="short target length drawn per chunk (paper) or per document (official code)")
+    inspect.add_argument("--mask-unit", choices=("word", "token"), default="word")
+    inspect.add_argument("--seed", type=int, default=0)
+    inspect.set_defaults(func=_inspect)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -54,7 +72,7 @@ def _build(args: argparse.Namespace) -> int:
         args.input, args.tokenizer, args.out, workers=args.workers, validation_fraction=args.validation_fraction,
         on_bad_utf8=args.on_bad_utf8, seed=args.seed, max_sentence_tokens=args.max_sentence_tokens,
         min_doc_tokens=args.min_doc_tokens, min_doc_sentences=args.min_doc_sentences, overwrite=args.overwrite,
-        max_doc_sentences=args.max_doc_sentences,
+        max_doc_sentences=args.max_doc_sentences, word_segmenter=args.word_segmenter,
         progress=None if args.quiet else progress)
     seconds = time.perf_counter() - t0
     if not args.quiet:
@@ -76,4 +94,26 @@ def _info(args: argparse.Namespace) -> int:
     print("build    " + ", ".join(f"{k}={v}" for k, v in store.meta["build"].items() if k != "inputs"))
     if store.stats:
         print(format_report(store.stats))
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from litebert.data.inspect import format_inspection, inspect_examples
+    from litebert.data.pretraining import PretrainingDataset
+    from litebert.errors import ConfigError
+    from litebert.pretrain import LABEL_SKEW_WARNING, SINGLE_SENTENCE_MODES
+
+    if args.examples < 1:
+        raise ConfigError(f"--examples {args.examples}: must be >= 1")
+    dataset = PretrainingDataset(args.store, split=args.split, max_seq_length=args.max_seq_length,
+                                 objective=args.objective, single_sentence=SINGLE_SENTENCE_MODES[args.single_sentence],
+                                 short_seq_draw=args.short_seq_draw, mask_unit=args.mask_unit, seed=args.seed)
+    result = inspect_examples(dataset, args.examples)
+    segmenter = dataset.store.meta["build"].get("word_segmenter")
+    print(f"store      {dataset.store.path} ({args.split}); words from "
+          f"{segmenter + ' segmentation' if segmenter else 'the tokenizer vocab'}")
+    print("\n".join(format_inspection(result)))
+    if args.objective != "none" and abs(result["label1"] - 0.5) > LABEL_SKEW_WARNING:
+        print(f"warning    {result['label1']:.0%} of labels are 1, far from 50/50: use --single-sentence split or "
+              "skip in pretraining")
     return 0

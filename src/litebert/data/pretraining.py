@@ -12,7 +12,10 @@ per epoch instead of `dupe_factor` static copies, with its defects fixed:
 Deliberate, documented differences:
 
 * The target length (max_num_tokens, or with short_seq_prob a uniform draw in [2, max_num_tokens]) is drawn per
-  chunk, not once per document and dupe copy, so that the chunk index is a vectorised function of sentence lengths.
+  chunk (the paper's "10% of the time"), not once per document and dupe copy as the official code does. A short
+  document target makes all of that document's chunks short, so the official share of short examples is well
+  above short_seq_prob (docs/pretraining_data.md has the measured figures); short_seq_draw="document" does it
+  the official way.
 * SOP pairs are truncated before the swap, so a swapped example holds exactly the tokens of its in-order twin with
   A and B exchanged (official truncates after the swap: on equal lengths that trims the other segment).
 * N-grams stay inside one segment (official lets a 2/3-gram run across [SEP]); at a segment's end only the n that
@@ -21,7 +24,9 @@ Deliberate, documented differences:
   the chunk boundaries depend on earlier draws).
 * Single-sentence chunks: official (and our default, single_sentence="random_document") takes B from a random other
   document and labels it 1, so a few SOP "swapped" labels are really NSP negatives. single_sentence="split" cuts the
-  sentence at a random word start instead and applies the ordinary 50% swap.
+  sentence at a random word start instead and applies the ordinary 50% swap; single_sentence="skip" drops such
+  chunks from the epoch. `label_balance()` gives the resulting share of each label without building examples.
+* mask_unit="token" masks n-grams of tokens instead of whole words (the pre-wwm Chinese BERT masks characters).
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ from litebert.data.store import StoreSplit, TokenStore
 from litebert.errors import ConfigError, CorpusError, TrainingError
 
 OBJECTIVES = ("sop", "nsp", "none")
-SINGLE_SENTENCE = ("random_document", "split")
+SINGLE_SENTENCE = ("random_document", "split", "skip")
+SHORT_SEQ_DRAWS = ("chunk", "document")
+MASK_UNITS = ("word", "token")
 IGNORE_LABEL = -100  # sop_label when objective="none" (ignored by cross-entropy)
 # Stream tags keep the independent random streams apart (they sit before epoch/index in the entropy).
 _CHUNK_STREAM, _EXAMPLE_STREAM, _SAMPLER_STREAM = 1, 2, 3
@@ -66,9 +73,10 @@ class ChunkIndex:
 
 
 def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_tokens: int, short_seq_prob: float,
-                      rng: np.random.Generator) -> ChunkIndex:
+                      rng: np.random.Generator, short_seq_draw: str = "chunk") -> ChunkIndex:
     """Greedy official chunking, vectorised: sentences accumulate into a chunk until it holds >= target tokens or
-    the document ends; every chunk draws its own target.
+    the document ends; every chunk draws its own target (short_seq_draw="chunk"), or every document draws one
+    for all its chunks (short_seq_draw="document", the official create_instances_from_document).
 
     Every sentence s gets the end `nxt[s]` of a chunk that would start at s (one searchsorted over the running token
     count); the real chunk starts are the orbit of sentence 0 under nxt, found by pointer doubling in
@@ -76,8 +84,11 @@ def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_toke
     """
     num = len(lengths)  # S
     cum = np.concatenate([[0], np.cumsum(lengths)])  # [S + 1]
-    short = rng.random(num, dtype=np.float32) < short_seq_prob
-    targets = np.where(short, rng.integers(2, max_num_tokens + 1, num), max_num_tokens)  # [S]
+    draws = num if short_seq_draw == "chunk" else len(doc_offsets) - 1  # S or D
+    short = rng.random(draws, dtype=np.float32) < short_seq_prob
+    targets = np.where(short, rng.integers(2, max_num_tokens + 1, draws), max_num_tokens)  # [S] or [D]
+    if short_seq_draw == "document":
+        targets = np.repeat(targets, np.diff(doc_offsets))  # [S] each sentence gets its document's target
     doc_end = np.repeat(doc_offsets[1:], np.diff(doc_offsets))  # [S] one past the last sentence of s's document
     nxt = np.searchsorted(cum, cum[:-1] + targets, side="left")  # first end with >= target tokens
     nxt = np.minimum(np.maximum(nxt, np.arange(1, num + 1)), doc_end)  # [S]
@@ -204,13 +215,17 @@ class PretrainingDataset(Dataset):
     def __init__(self, store: TokenStore | str | os.PathLike, split: str = "train", max_seq_length: int = 128,
                  max_predictions_per_seq: int = 20, masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
                  ngram: int = 3, favor_shorter_ngram: bool = True, objective: str = "sop",
-                 single_sentence: str = "random_document", seed: int = 0, epoch: int = 0):
+                 single_sentence: str = "random_document", seed: int = 0, epoch: int = 0,
+                 short_seq_draw: str = "chunk", mask_unit: str = "word"):
         if not isinstance(store, TokenStore):
             store = TokenStore.open(store)
         if objective not in OBJECTIVES:
             raise ConfigError(f"objective={objective!r}: use one of {', '.join(OBJECTIVES)}")
-        if single_sentence not in SINGLE_SENTENCE:
-            raise ConfigError(f"single_sentence={single_sentence!r}: use one of {', '.join(SINGLE_SENTENCE)}")
+        for name, value, allowed in (("single_sentence", single_sentence, SINGLE_SENTENCE),
+                                     ("short_seq_draw", short_seq_draw, SHORT_SEQ_DRAWS),
+                                     ("mask_unit", mask_unit, MASK_UNITS)):
+            if value not in allowed:
+                raise ConfigError(f"{name}={value!r}: use one of {', '.join(allowed)}")
         specials = 2 if objective == "none" else 3
         if max_seq_length < specials + 2:
             raise ConfigError(f"max_seq_length={max_seq_length}: needs room for {specials} special tokens and 2 more")
@@ -228,6 +243,7 @@ class PretrainingDataset(Dataset):
         self.max_num_tokens = max_seq_length - specials
         self.masked_lm_prob, self.short_seq_prob = masked_lm_prob, short_seq_prob
         self.objective, self.single_sentence = objective, single_sentence
+        self.short_seq_draw, self.mask_unit = short_seq_draw, mask_unit
         self.seed, self.epoch = seed, int(epoch)
         self.pvals = ngram_probabilities(ngram, favor_shorter_ngram)
         self.cls_id, self.sep_id, self.mask_id, self.pad_id = (store.token_id(k) for k in ("cls", "sep", "mask", "pad"))
@@ -246,9 +262,33 @@ class PretrainingDataset(Dataset):
             if len(self._index_cache) >= 2:
                 self._index_cache.pop(next(iter(self._index_cache)))
             rng = make_rng(self.seed, _CHUNK_STREAM, epoch)
-            self._index_cache[epoch] = build_chunk_index(self.split.sentence_lengths, self._docs,
-                                                         self.max_num_tokens, self.short_seq_prob, rng)
+            chunks = build_chunk_index(self.split.sentence_lengths, self._docs, self.max_num_tokens,
+                                       self.short_seq_prob, rng, self.short_seq_draw)
+            if self.single_sentence == "skip" and self.objective != "none":
+                pair = chunks.ends - chunks.starts >= 2
+                chunks = ChunkIndex(chunks.starts[pair], chunks.ends[pair], chunks.targets[pair])
+            self._index_cache[epoch] = chunks
         return self._index_cache[epoch]
+
+    def label_balance(self, epoch: int | None = None) -> dict:
+        """What the epoch's chunks imply, without building examples: the share of examples whose B comes from a
+        random other document, the expected share of label 1 (SOP swapped / NSP random), and the share of short
+        targets. A single-sentence chunk takes a random B under "random_document" (label 1 always), and under
+        "split" too when it has one token; every other pair is swapped (SOP) or replaced (NSP) with p = 1/2."""
+        chunks = self.chunk_index(epoch)
+        n = max(len(chunks), 1)
+        single = (chunks.ends - chunks.starts) == 1  # [N]
+        if self.objective == "none":
+            forced = np.zeros(len(chunks), bool)
+        elif self.single_sentence == "split" and self.objective == "sop":
+            forced = single & (self._cum[chunks.ends] - self._cum[chunks.starts] < 2)
+        else:
+            forced = single
+        label1 = (forced.sum() + 0.5 * (~forced).sum()) / n  # forced random B, else the 50% coin
+        random_b = label1 if self.objective == "nsp" else forced.sum() / n
+        return {"examples": len(chunks), "single_sentence_chunks": float(single.sum() / n),
+                "random_b": float(random_b), "label1": float(label1) if self.objective != "none" else float("nan"),
+                "short_targets": float((chunks.targets < self.max_num_tokens).sum() / n)}
 
     def __len__(self) -> int:
         return len(self.chunk_index())
@@ -341,7 +381,8 @@ class PretrainingDataset(Dataset):
             token_type_ids[pos : end + 1] = i
             pos = end + 1
         num_to_predict = min(self.max_predictions, max(1, int(round(length * self.masked_lm_prob))))
-        m = mask_sequence(ids, flags, maskable, num_to_predict, self.pvals, self.mask_id, self.replacement_ids, rng)
+        units = flags if self.mask_unit == "word" else np.ones(length, bool)  # [L] where a masked span may start
+        m = mask_sequence(ids, units, maskable, num_to_predict, self.pvals, self.mask_id, self.replacement_ids, rng)
         count = len(m.positions)
         positions, labels = np.zeros(self.max_predictions, np.int64), np.zeros(self.max_predictions, np.int64)
         weights = np.zeros(self.max_predictions, np.float32)
@@ -354,6 +395,7 @@ class PretrainingDataset(Dataset):
             "masked_ids": labels,
             "masked_weights": weights,
             "sop_label": label,
+            "word_starts": flags,  # [L] the store's word boundaries (for `data inspect` and tests)
         }
 
 

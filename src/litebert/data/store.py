@@ -77,18 +77,24 @@ class EncodedChunk:
     long_sentences: int  # sentences longer than max_sentence_tokens, cut at word starts
     cpu_seconds: float = 0.0  # worker CPU time spent on this chunk (for benchmarks; never written to the store)
     peak_rss_kb: int = 0  # the worker's peak resident memory so far
+    word_starts: np.ndarray | None = None  # [T] bool: token starts a whole word (vocab rule, or segmented words)
 
 
 _WORKER: dict = {}
 
 
-def _worker_init(tokenizer, dtype: str, max_sentence_tokens: int) -> None:
+def _worker_init(tokenizer, dtype: str, max_sentence_tokens: int, word_segmenter: str | None = None) -> None:
     if isinstance(tokenizer, (str, os.PathLike)):
         from litebert.tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(tokenizer)
+    segment = None
+    if word_segmenter is not None:
+        from litebert.data.segment import load_segmenter
+
+        segment = load_segmenter(word_segmenter)
     _WORKER.update(tokenizer=tokenizer, dtype=np.dtype(dtype), cap=max_sentence_tokens,
-                   word_starts=tokenizer.word_start_mask())
+                   word_starts=tokenizer.word_start_mask(), segment=segment)
 
 
 def _cut_points(word_starts: np.ndarray, cap: int) -> list[int]:
@@ -114,9 +120,17 @@ def _encode_chunk(chunk: Chunk) -> EncodedChunk:
             doc_ids.extend([doc_id] * len(sentences))
     else:
         texts, doc_ids = chunk.texts, chunk.doc_ids
-    rows = tok.encode_ids_batch(texts, num_threads=1)
+    if _WORKER["segment"] is None:
+        rows = tok.encode_ids_batch(texts, num_threads=1)
+        flag_rows = None
+    else:  # whole words from a segmenter (Chinese): flags need each token's place in the text
+        from litebert.data.segment import segmented_word_starts
+
+        rows, flag_rows = zip(*(segmented_word_starts(tok, _WORKER["word_starts"], t, _WORKER["segment"])
+                                for t in texts)) if texts else ((), ())
     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
     ids = np.fromiter(chain.from_iterable(rows), dtype, int(lengths.sum()))
+    flags = _WORKER["word_starts"][ids] if flag_rows is None else np.concatenate([np.zeros(0, bool), *flag_rows])
     docs = np.asarray(doc_ids, dtype=np.int64)
     keep = lengths > 0
     empty = int(len(keep) - keep.sum())
@@ -126,14 +140,14 @@ def _encode_chunk(chunk: Chunk) -> EncodedChunk:
         ends = np.cumsum(lengths)
         new_lengths, new_docs, prev = [], [], 0
         for i in long_rows:
-            pieces = _cut_points(_WORKER["word_starts"][ids[ends[i] - lengths[i] : ends[i]]], cap)
+            pieces = _cut_points(flags[ends[i] - lengths[i] : ends[i]], cap)
             new_lengths += [lengths[prev:i], np.asarray(pieces, np.int64)]
             new_docs += [docs[prev:i], np.full(len(pieces), docs[i])]
             prev = i + 1
         lengths = np.concatenate(new_lengths + [lengths[prev:]])
         docs = np.concatenate(new_docs + [docs[prev:]])
     return EncodedChunk(ids, lengths, docs, chunk.num_bytes, empty, int(long_rows.size),
-                        time.process_time() - cpu0, _peak_rss_kb())
+                        time.process_time() - cpu0, _peak_rss_kb(), flags)
 
 
 def _peak_rss_kb() -> int:
@@ -278,9 +292,8 @@ class _StoreWriter:
     A plain-text document may continue in the next chunk, so the last document of each chunk is held back until
     it is complete, or until it is long enough to be kept, after which the rest of it streams straight through."""
 
-    def __init__(self, root: Path, dtype: np.dtype, word_start_table: np.ndarray, seed: int,
-                 validation_fraction: float, min_doc_tokens: int, min_doc_sentences: int, shard_tokens: int):
-        self.word_start_table = word_start_table
+    def __init__(self, root: Path, dtype: np.dtype, seed: int, validation_fraction: float, min_doc_tokens: int,
+                 min_doc_sentences: int, shard_tokens: int):
         self.seed, self.validation_fraction = seed, validation_fraction
         self.min_doc_tokens, self.min_doc_sentences = min_doc_tokens, min_doc_sentences
         self.splits = {name: _SplitWriter(root, name, dtype, shard_tokens) for name in SPLITS}
@@ -296,7 +309,9 @@ class _StoreWriter:
         self.worker_peak_rss_kb = max(self.worker_peak_rss_kb, enc.peak_rss_kb)
         self.empty_sentences += enc.empty_sentences
         self.long_sentences += enc.long_sentences
-        ids, lengths, docs = enc.ids, enc.lengths, enc.doc_ids
+        # ids travel with their word-start flags: a (T, 2) array, column 0 the id and column 1 the flag
+        ids = np.stack([enc.ids.astype(np.int64), enc.word_starts], axis=1)
+        lengths, docs = enc.lengths, enc.doc_ids
         if not len(lengths):
             return
         if self.pending is not None:
@@ -343,8 +358,8 @@ class _StoreWriter:
             ids, lengths, docs = ids[np.repeat(keep, lengths)], lengths[keep], docs[keep]
         self._route(ids, lengths, docs)
 
-    def _route(self, ids, lengths, docs) -> None:
-        word_starts = self.word_start_table[ids]
+    def _route(self, ids_flags, lengths, docs) -> None:
+        ids, word_starts = ids_flags[:, 0], ids_flags[:, 1].astype(bool)  # [T], [T]
         if self.validation_fraction <= 0:
             self.splits["train"].append(ids, word_starts, lengths, docs)
             return
@@ -375,6 +390,7 @@ def build_store(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
     max_doc_sentences: int = 0,
+    word_segmenter: str | None = None,
 ) -> "TokenStore":
     """Tokenize `inputs` (files, folders, globs) into a token store at `out`; returns the opened store.
 
@@ -384,6 +400,8 @@ def build_store(
     Sentences longer than max_sentence_tokens are cut at word starts (a safety net for unpunctuated text).
     Plain-text documents longer than max_doc_sentences sentences are cut into pieces (0: never; counted).
     The store keeps a copy of its tokenizer in STORE/tokenizer/, so a store is self-contained.
+    word_segmenter="jieba": whole words come from segmenting the text (Chinese whole-word masking; needs jieba)
+    instead of from the tokenizer's vocab alone; the store's word-start flags hold those word boundaries.
     The build's report is in `store.stats` (also stats.json); `progress(bytes_done)` is called after each chunk.
     """
     if not 0.0 <= validation_fraction < 1.0:
@@ -399,6 +417,10 @@ def build_store(
                           "remove it yourself or choose another --out")
     if max_doc_sentences < 0:
         raise CorpusError(f"max_doc_sentences={max_doc_sentences}: must be >= 0 (0: never cut)")
+    if word_segmenter is not None:
+        from litebert.data.segment import load_segmenter
+
+        load_segmenter(word_segmenter)  # fail now (unknown name, jieba missing), not in a worker
     reader = CorpusReader(inputs, on_bad_utf8=on_bad_utf8, chunk_bytes=chunk_bytes,
                           max_doc_sentences=max_doc_sentences)
     tok = tokenizer
@@ -416,10 +438,10 @@ def build_store(
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
-            writer = _StoreWriter(tmp, dtype, tok.word_start_mask(), seed, validation_fraction, min_doc_tokens,
-                                  min_doc_sentences, shard_tokens)
+            writer = _StoreWriter(tmp, dtype, seed, validation_fraction, min_doc_tokens, min_doc_sentences,
+                                  shard_tokens)
             # one worker: tokenize in this process with the tokenizer already loaded; more: each worker loads it
-            initargs = (tok if workers == 1 else tokenizer, dtype.str, max_sentence_tokens)
+            initargs = (tok if workers == 1 else tokenizer, dtype.str, max_sentence_tokens, word_segmenter)
             encoded = _ordered_map(_encode_chunk, reader.chunks(), workers, initargs, inflight=2 * workers)
             for enc in encoded:
                 writer.add(enc)
@@ -447,6 +469,7 @@ def build_store(
                     "on_bad_utf8": on_bad_utf8, "max_sentence_tokens": max_sentence_tokens,
                     "min_doc_tokens": min_doc_tokens, "min_doc_sentences": min_doc_sentences,
                     "shard_tokens": shard_tokens, "max_doc_sentences": max_doc_sentences,
+                    **({"word_segmenter": word_segmenter} if word_segmenter else {}),
                 },
                 "splits": splits,
             }

@@ -392,7 +392,14 @@ def _rows_to_examples(spec, rows, path: Path, split: str, label_list) -> Example
                 skipped.append(f"{loc}: missing {missing}")
                 continue
             raise DataFormatError(f"{loc}: no column {missing[0]!r} (columns: {sorted(row)}; task {spec.name})")
-        label = _parse_label(spec, row[spec.label], loc) if labelled else None
+        # An empty class label would otherwise become a class of its own, "": refused, except in a test file
+        # (unlabelled rows). Regression and multi-label cells are checked by _parse_label.
+        empty = (labelled and spec.head == "classification" and isinstance(row[spec.label], str)
+                 and not row[spec.label].strip())
+        if empty and not split.startswith("test"):
+            raise DataFormatError(f"{loc}: empty label in column {spec.label!r} (task {spec.name}); give every row "
+                                  "a label, or remove the row")
+        label = _parse_label(spec, row[spec.label], loc) if labelled and not empty else None
         _check_label(label, allowed, loc, spec)
         guid = str(row.get("index", row.get("idx", row.get("id", row.get("qid", f"{split}-{len(out)}")))))
         text_b = _text(row[spec.text_b], loc, spec.text_b) if spec.text_b else None
