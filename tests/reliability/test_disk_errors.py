@@ -172,3 +172,28 @@ def test_convert_on_a_full_disk(reference_runs, small_disk, capsys):
 
 if sys.platform != "linux":  # tmpfs and /proc are Linux's
     pytestmark = pytest.mark.skip(reason="real disk faults use tmpfs mounts (Linux)")
+
+
+def test_predict_on_a_full_disk(reference_runs, small_disk, tmp_path, capsys):
+    """3,000 predictions do not fit: exit 2 naming the file and the reason, and no predictions file at all (it
+    used to leave a truncated one that looked finished)."""
+    from litebert.cli import main as cli_main
+    from litebert.finetune import FinetuneConfig, finetune
+
+    rows = ["text,label"] + [f"sentence number {i} about things,{i % 2}" for i in range(16)]
+    for split in ("train", "dev"):
+        (tmp_path / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    custom = dict(format="csv", text_columns="text", label_column="label")
+    finetune(FinetuneConfig(task="custom", model=str(reference_runs["single"] / "checkpoint-8"), data=str(tmp_path),
+                            out=str(tmp_path / "ft"), steps=2, batch_size=4, max_seq_length=32, precision="fp32",
+                            **custom))
+    many = tmp_path / "many.csv"
+    many.write_text("text,label\n" + "".join(f"sentence {i} about other things,0\n" for i in range(3000)))
+    disk = small_disk.mount(size=64 << 10)
+    out = disk / "predictions.jsonl"
+    args = ["predict", "custom", "--model", str(tmp_path / "ft"), "--input", str(many), "--output", str(out),
+            "--max-seq-length", "32", *[x for k, v in custom.items() for x in (f"--{k.replace('_', '-')}", v)]]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: cannot write (the disk is full" in err and "Traceback" not in err, err
+    assert list(disk.iterdir()) == []
