@@ -13,6 +13,7 @@ import litebert
 from litebert.cli import main
 from litebert.errors import CheckpointError
 from litebert.hub_cache import hub_cache_dir, resolve_model_path
+from litebert.pretrain import PretrainConfig, model_config_for
 from litebert.tokenizer import AlbertTokenizer, load_tokenizer
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -69,11 +70,15 @@ def test_hub_id_loads_from_the_local_cache(model_files, clean_env, tmp_path, cap
         [2, 10975, 15, 51, 1952, 25, 10901, 3]
     assert main(["fill-mask", "--model", "albert/tiny-test", "my dog is [MASK]."]) == 0
     assert "[MASK] #1:" in capsys.readouterr().out
+    # Continued pretraining from a Hub id starts from the cached weights.
+    config, init_dir = model_config_for(PretrainConfig(model="albert/tiny-test", data="unused", max_seq_length=32),
+                                        30000)
+    assert init_dir == snapshot and config.hidden_size == 16
 
 
 def test_hub_id_not_in_cache_says_how_to_get_it(clean_env, tmp_path, capsys):
     clean_env.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
-    with pytest.raises(CheckpointError, match=r"albert/albert-base-v2: no such local directory, and not in the "
+    with pytest.raises(CheckpointError, match=r"albert/albert-base-v2: no such local file or directory, and not in the "
                                               r"Hugging Face cache at .*empty.*hf download albert/albert-base-v2"):
         litebert.AlbertModel.from_pretrained("albert/albert-base-v2")
     assert main(["fill-mask", "--model", "albert/albert-base-v2", "a [MASK]."]) == 2

@@ -281,7 +281,6 @@ def test_transformers_autotokenizer_loads_our_dir(albert, albert_dir, official):
     n = _disagreeing(hf, [r["text"] for r in official], [r["ids"] for r in official])
     print(f"\ntransformers {transformers.__version__} {type(hf).__name__} disagrees with the official ALBERT "
           f"tokenization on {n} of {len(official)} texts")
-    assert 0 <= n <= len(official)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, 
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.files import holding_run_dir
+from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.optim import build_optimizer, make_scheduler
 
 
@@ -71,6 +72,9 @@ class FinetuneConfig:
     log_every: int = 20
     device: str | None = None
     threads: int | None = None
+    # Draw the pooler ([CLS] -> dense -> tanh) afresh with the model's own initialisation before fine-tuning: the
+    # pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
+    reinit_pooler: bool = False
 
 
 # --------------------------------------------------------------------------------------------- task kinds
@@ -402,6 +406,15 @@ def run_model(model, kind: Kind, features: list[dict], pad_id: int, batch_size: 
     return outputs
 
 
+def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float]:
+    """Representation health (litebert.health) of the model about to be fine-tuned, on the first training
+    features (multiple-choice [B, C, L] inputs are flattened to [B * C, L])."""
+    batch = pad_features(train_feats[:HEALTH_BATCH], pad_id)
+    length = batch["input_ids"].shape[-1]
+    inputs = {k: batch[k].reshape(-1, length) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    return representation_health(model.albert, inputs)
+
+
 @holding_run_dir(lambda cfg: cfg.out)
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
@@ -425,8 +438,15 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
     model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
+    if cfg.reinit_pooler:
+        if model.albert.pooler is None:
+            raise ConfigError(f"--reinit-pooler: {cfg.model} has no pooler")
+        model.albert.pooler.apply(model._init_module)  # drawn from the seeded RNG: reproducible per --seed
     model.to(device)
     train_feats = kind.encode(train, tokenizer, spec, cfg, label_list)
+    health = start_health(model, train_feats, tokenizer.pad_id)
+    if is_collapsed(health):
+        warn_collapsed(health, f"--model {cfg.model}")
     dev_feats = kind.encode(dev, tokenizer, spec, cfg, label_list)
 
     per_step = cfg.batch_size * cfg.grad_accum
@@ -487,7 +507,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     log.close()
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
-              "dev_examples": len(dev)}
+              "dev_examples": len(dev), "start_health": health}
     if best.get("collapsed"):
         result["warnings"] = [collapse_warning(best["collapsed"], dev_split, best["step"])]
     _write_json(out_dir / "result.json", result)

@@ -55,7 +55,7 @@ def resolve_model_path(name: str | os.PathLike, error: type[LitebertError] = Che
     else:
         problem = f"not in the Hugging Face cache at {cache}"
     raise error(
-        f"{repo_id}: no such local directory, and {problem}. litebert never downloads. To get it, on a machine "
+        f"{repo_id}: no such local file or directory, and {problem}. litebert never downloads. To get it, on a machine "
         f"with network run `hf download {repo_id}` (huggingface_hub; older versions: `huggingface-cli download "
         f"{repo_id}`) and copy {repo.name} into the cache here (HF_HUB_CACHE or HF_HOME/hub), or save the model "
         f"to a directory and pass that path")

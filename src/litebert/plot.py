@@ -9,7 +9,8 @@ from litebert.errors import LitebertError
 
 PANELS = [("loss", ["loss", "mlm_loss", "sop_loss"]), ("accuracy", ["mlm_acc", "sop_acc", "eval_mlm_acc",
                                                                     "eval_sop_acc", "eval_nsp_acc"]),
-          ("learning rate", ["lr"]), ("throughput (tokens/s)", ["tokens_per_s"])]
+          ("learning rate", ["lr"]), ("throughput (tokens/s)", ["tokens_per_s"]),
+          ("representation health", ["health_spread"])]
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
@@ -41,6 +42,10 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
             points = [(r["step"], r[key]) for r in records if r.get(key) is not None]
             if points:
                 ax.plot(*zip(*points), label=key, marker="o" if key.startswith("eval") else None, markersize=3)
+        if "health_spread" in keys and ax.lines:  # below this line the model is called collapsed
+            from litebert.health import COLLAPSE_SPREAD
+
+            ax.axhline(COLLAPSE_SPREAD, color="red", linestyle="--", linewidth=1, label="collapsed below")
         ax.set_title(title)
         ax.set_xlabel("step")
         if ax.lines:

@@ -39,6 +39,7 @@ from litebert.config import AlbertConfig, PRESETS
 from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops, pick_device,
                              resolve_precision, synchronize)
 from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
+from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
@@ -91,6 +92,7 @@ class PretrainConfig:
     nan_policy: str = "error"  # "error" | "skip"
     nan_budget: int = 10
     tensorboard: bool = False
+    health: bool = True  # log the representation-health figure (litebert.health) at every log step
 
     def __post_init__(self) -> None:
         checks = [
@@ -309,27 +311,53 @@ class Run:
     peak_flops: float = float("nan")
 
 
-def model_config_for(cfg: PretrainConfig, vocab_size: int) -> tuple[AlbertConfig, Path | None]:
-    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer."""
-    from litebert.cli._common import load_config
+def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[AlbertConfig, Path | None]:
+    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer.
 
-    source = Path(cfg.model)
+    Continued (domain- or task-adaptive) pretraining: `cfg.model` is a model directory; its weights are the
+    start, the optimizer and schedule are fresh, and the store must have been built with the model's own
+    tokenizer (same pieces, same ids), which `store` is checked against."""
+    from litebert.cli._common import load_config
+    from litebert.hub_cache import resolve_model_path
+
+    model = cfg.model
+    if model not in PRESETS and "/" in model and not model.endswith(".json") and not Path(model).exists():
+        model = str(resolve_model_path(model))  # a Hub id ("albert/albert-base-v2"): its local Hub cache snapshot
+    source = Path(model)
     init_dir = source if (source / "model.safetensors").is_file() else None
-    if cfg.model not in PRESETS and source.is_dir() and init_dir is None:
+    if model not in PRESETS and source.is_dir() and init_dir is None:
         # A directory means "continue from these weights"; without them the run would start from random init.
         raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
                           f"to continue from; to train this architecture from scratch pass its config file "
                           f"(--model {source / 'config.json'})")
-    config = load_config(cfg.model) if cfg.model not in PRESETS else AlbertConfig.from_preset(cfg.model)
+    config = load_config(model) if model not in PRESETS else AlbertConfig.from_preset(model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
                           f"vocab size {vocab_size}")
+    if init_dir is not None and store is not None:
+        check_continued_tokenizer(init_dir, store)
     dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     config = config.replace(vocab_size=vocab_size, gradient_checkpointing=cfg.gradient_checkpointing, **dropout)
     if config.max_position_embeddings < max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length)):
         raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
                           f"{config.max_position_embeddings}")
     return config, init_dir
+
+
+def check_continued_tokenizer(init_dir: Path, store) -> None:
+    """The model dir's tokenizer (when it has one) must be the store's: equal vocab sizes are not enough, a
+    store of another vocabulary would feed the model ids that mean other pieces."""
+    from litebert.errors import TokenizerError
+    from litebert.tokenizer import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(init_dir)
+    except TokenizerError:
+        return  # a bare model dir (config + weights): nothing to compare; the vocab size was checked
+    if tokenizer.fingerprint() != store.tokenizer_fingerprint:
+        raise TokenizerError(f"--model {init_dir}: its tokenizer is not the one the store {store.path} was built "
+                             f"with; continued pretraining keeps the model's tokenizer: build the store with "
+                             f"`litebert data build --tokenizer {init_dir} ...`")
 
 
 def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
@@ -359,7 +387,7 @@ def setup(cfg: PretrainConfig) -> Run:
 
     store = TokenStore.open(cfg.data)
     tokenizer_dir = resolve_tokenizer_dir(cfg, store)
-    config, init_dir = model_config_for(cfg, store.vocab_size)
+    config, init_dir = model_config_for(cfg, store.vocab_size, store)
     if d.main:  # checksums and token ids, before a bad id crashes a step mid-run (one read of the store)
         store.check_tokens(config.vocab_size)
     longest = max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length))
@@ -857,6 +885,10 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
         for line in data_lines(cfg, run.stream._dataset()):
             print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
+    # A fixed held-out batch for the representation-health figure at every log step (litebert.health).
+    shortest = min(n for _, n in parse_phases(cfg.phases, seq_len))
+    health_batch = store_health_batch(run.store, shortest) if d.main and cfg.health else None
+    collapse_warned = False
     last = {}
     window_tokens, window_start = 0.0, time.perf_counter()
     while run.step < cfg.steps:
@@ -883,6 +915,11 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
             peak = run.peak_flops * (d.world if run.device.type == "cuda" else 1)
             last = {"step": run.step, **stats, "tokens_per_s": tps, "mfu": flops_per_token * tps / peak,
                     "nan_skipped": run.nan_skipped, "time": time.time()}
+            if health_batch is not None:
+                last.update(representation_health(run.raw_model.albert, health_batch))
+                if is_collapsed(last) and not collapse_warned:
+                    warn_collapsed(last, f"step {run.step}")
+                    collapse_warned = True
             log.write(last)
             bar(last)
             window_tokens, window_start = 0.0, time.perf_counter()
@@ -896,6 +933,8 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
                 save(run)
             raise Terminated(f"SIGTERM: stopped after step {run.step} and saved checkpoint-{run.step} in {cfg.out}; "
                              "run the same command again (--resume auto) to continue")
+    if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
+        warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     return {**last, **log_eval(run, log)}
 
 
@@ -915,7 +954,7 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     with tempfile.TemporaryDirectory(prefix="litebert-probe-") as tmp:
         out = Path(tmp) / "run"
         pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
-                                     save_every=steps, keep=1, resume="none", tensorboard=False))
+                                     save_every=steps, keep=1, resume="none", tensorboard=False, health=False))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
@@ -941,7 +980,7 @@ def make_progress(cfg: PretrainConfig, start: int, main: bool):
     """A tqdm bar on a terminal, plain log lines otherwise; returns the per-log-step update function."""
     if not main:
         return lambda rec: None
-    keys = ("loss", "mlm_acc", "sop_acc", "lr", "tokens_per_s", "mfu")
+    keys = ("loss", "mlm_acc", "sop_acc", "health_spread", "lr", "tokens_per_s", "mfu")
     if sys.stderr.isatty():
         from tqdm import tqdm
 

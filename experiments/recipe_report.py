@@ -1,0 +1,108 @@
+"""Tables and curves of the recipe study from its JSON records (experiments/recipe_study.py).
+
+    python experiments/recipe_report.py experiments/recipe_records/demo --plot docs/recipes/demo.png \\
+        [--runs NAME,NAME,...] [--title TEXT]
+
+Prints a Markdown table, one row per record: the recipe's settings, its throughput, when it left the plateau
+(held-out MLM accuracy first at or above 2x the unigram baseline, on the study's fixed evaluation), and the
+accuracy and representation health at the end of its budget. --plot draws accuracy and health against tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+PLATEAU_FACTOR = 2.0
+
+
+def load(folder: Path, names: list[str] | None) -> list[dict]:
+    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    if names:
+        by_name = {r["name"]: r for r in records}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise SystemExit(f"{folder}: no record for {missing}")
+        records = [by_name[n] for n in names]
+    return records
+
+
+def left_plateau(record: dict) -> dict | None:
+    """The first evaluation at or above PLATEAU_FACTOR x the unigram baseline, or None."""
+    bar = PLATEAU_FACTOR * record["baseline"]["unigram_acc"]
+    return next((p for p in record["curve"] if p["eval_mlm_acc"] >= bar), None)
+
+
+def settings(record: dict) -> str:
+    parts = [f"{k}={v}" for k, v in record["set"].items() if k not in ("micro_batch_size",)]
+    parts += [f"{k}={v}" for k, v in record.get("model_set", {}).items()]
+    return " ".join(parts)
+
+
+def row(record: dict) -> str:
+    last = record["curve"][-1]
+    exit_point = left_plateau(record)
+    status = "" if record.get("done") else f" (stopped at {last['tokens'] / 1e6:.1f}M)"
+    exit_text = (f"{exit_point['tokens'] / 1e6:.2f}M / {exit_point['train_s'] / 60:.1f} min"
+                 if exit_point else "not left")
+    tps = record.get("tokens_per_s") or 0
+    return (f"| {record['name']}{status} | {settings(record)} | {record['parameters'] / 1e6:.2f}M | {tps:,.0f} | "
+            f"{exit_text} | {last['eval_mlm_acc']:.1%} | {last['eval_mlm_loss']:.2f} | "
+            f"{last['health_spread']:.3f} |")
+
+
+def table(records: list[dict]) -> str:
+    base = records[0]["baseline"]
+    head = (f"Unigram baseline on the evaluation targets: {base['unigram_acc']:.1%} accuracy, loss "
+            f"{base['unigram_loss']:.2f} ({base['eval_targets']} masked targets); \"left the plateau\" = first "
+            f"evaluation at >= {PLATEAU_FACTOR:g}x that accuracy ({PLATEAU_FACTOR * base['unigram_acc']:.1%}).\n\n"
+            "| run | settings | encoder params | tokens/s | left the plateau (tokens / train time) | "
+            "held-out MLM acc at the end | loss | health_spread |\n|---|---|---|---|---|---|---|---|")
+    return "\n".join([head] + [row(r) for r in records])
+
+
+def plot(records: list[dict], out: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (acc_ax, health_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for r in records:
+        tokens = [p["tokens"] / 1e6 for p in r["curve"]]
+        line, = acc_ax.plot(tokens, [p["eval_mlm_acc"] for p in r["curve"]], marker="o", markersize=3,
+                            label=r["name"])
+        health_ax.plot(tokens, [p["health_spread"] for p in r["curve"]], marker="o", markersize=3,
+                       color=line.get_color(), label=r["name"])
+    bar = PLATEAU_FACTOR * records[0]["baseline"]["unigram_acc"]
+    acc_ax.axhline(records[0]["baseline"]["unigram_acc"], color="grey", linestyle=":", label="unigram baseline")
+    acc_ax.axhline(bar, color="grey", linestyle="--", label=f"{PLATEAU_FACTOR:g}x unigram (left the plateau)")
+    from litebert.health import COLLAPSE_SPREAD
+
+    health_ax.axhline(COLLAPSE_SPREAD, color="red", linestyle="--", linewidth=1, label="collapsed below")
+    acc_ax.set(xlabel="training tokens (M)", ylabel="held-out MLM accuracy", title=title)
+    health_ax.set(xlabel="training tokens (M)", ylabel="health_spread", title="representation health")
+    acc_ax.legend(fontsize=7)
+    health_ax.legend(fontsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--runs", help="comma-separated record names, in table order (default: all)")
+    ap.add_argument("--plot", type=Path)
+    ap.add_argument("--title", default="")
+    args = ap.parse_args()
+    records = load(args.folder, args.runs.split(",") if args.runs else None)
+    print(table(records))
+    if args.plot:
+        plot(records, args.plot, args.title)
+
+
+if __name__ == "__main__":
+    main()

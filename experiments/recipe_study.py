@@ -1,0 +1,198 @@
+"""Recipe study: how soon does a pretraining recipe leave the MLM plateau, and where is it after a token budget?
+
+One run per call. Its record, OUT/NAME.json, is rewritten after every evaluation, so a run that is cut off keeps
+its curve. Budgets are in tokens (the machine is shared: wall clock depends on its load); each record also
+keeps the training seconds and tokens/s it saw.
+
+    python experiments/recipe_study.py --store runs/study/demo/store --out experiments/recipe_records/demo \\
+        --name adamw-lr2e-3 --tokens 3e6 --set optimizer=adamw lr=2e-3 batch_size=32 micro_batch_size=32
+
+--set KEY=VALUE sets PretrainConfig fields (lr, optimizer, batch_size, max_seq_length, phases, masked_lm_prob,
+warmup_steps, ...); --model-set KEY=VALUE sets AlbertConfig fields on top of --model (initializer_range,
+hidden_size, num_hidden_layers, ...). Values are read as JSON when they parse, as strings otherwise.
+
+Evaluation is one fixed protocol for every recipe, so recipes that train with other masking rates or lengths
+are comparable: held-out (validation split) pairs of --eval-seq-len tokens, 15% n-gram whole-word masking
+(ALBERT's), the first --eval-batches x 32 examples of epoch 0. The record also holds the unigram baseline on the
+same masked targets (always answering the training split's commonest piece) and the representation health
+(litebert.health) on a fixed held-out batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def parse_sets(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set/--model-set {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def unigram_counts(store) -> np.ndarray:
+    """[V] how often each piece occurs in the training split."""
+    split = store.split("train")
+    counts = np.zeros(store.vocab_size, np.int64)
+    for k in range(len(split.shards)):
+        lo, hi = int(split.sentence_base[k]), int(split.sentence_base[k + 1])
+        if hi > lo:
+            counts += np.bincount(split.tokens(lo, hi), minlength=store.vocab_size)
+    return counts
+
+
+def eval_targets(store, eval_cfg, examples: int) -> np.ndarray:
+    """The masked target ids of the fixed evaluation examples (the ones `evaluate_checkpoint` scores)."""
+    from litebert.data.pretraining import PretrainingDataset
+
+    dataset = PretrainingDataset(store, split="validation", max_seq_length=eval_cfg.max_seq_length,
+                                 max_predictions_per_seq=eval_cfg.max_predictions_per_seq,
+                                 masked_lm_prob=eval_cfg.masked_lm_prob, short_seq_prob=eval_cfg.short_seq_prob,
+                                 ngram=eval_cfg.ngram, objective="sop", seed=0, single_sentence="split")
+    dataset.set_epoch(0)
+    targets = []
+    for i in range(min(len(dataset), examples)):
+        ex = dataset[i]
+        w = np.asarray(ex["masked_weights"]) > 0
+        targets.append(np.asarray(ex["masked_ids"])[w])
+    return np.concatenate(targets)
+
+
+def unigram_baseline(store, eval_cfg, examples: int) -> dict:
+    """Accuracy and loss of a context-free model (the training split's piece frequencies) on the eval targets."""
+    counts = unigram_counts(store)
+    for name in ("pad", "cls", "sep", "mask"):
+        counts[store.token_id(name)] = 0
+    targets = eval_targets(store, eval_cfg, examples)
+    probs = (counts + 1) / (counts + 1).sum()  # add-one: no target has probability 0
+    return {"unigram_acc": float((targets == counts.argmax()).mean()),
+            "unigram_loss": float(-np.log(probs[targets]).mean()), "eval_targets": int(len(targets))}
+
+
+def write_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--out", required=True, help="folder of the JSON records")
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--model", default="albert-tiny")
+    ap.add_argument("--tokens", type=float, required=True, help="training budget in tokens (padding included)")
+    ap.add_argument("--evals", type=int, default=12, help="evaluations over the budget (plus one at step 0)")
+    ap.add_argument("--eval-seq-len", type=int, default=64)
+    ap.add_argument("--eval-batches", type=int, default=20)
+    ap.add_argument("--set", nargs="*", default=[], dest="sets")
+    ap.add_argument("--model-set", nargs="*", default=[], dest="model_sets")
+    ap.add_argument("--fill-mask", action="store_true", help="save the final model and record the demo's fill-mask")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    from litebert.config import PRESETS, AlbertConfig
+    from litebert.data.store import TokenStore
+    from litebert.health import representation_health, store_health_batch
+    from litebert.pretrain import PretrainConfig, evaluate_checkpoint, parse_phases, setup, train_step
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record_path = out / f"{args.name}.json"
+    work = out / "_work" / args.name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    sets, model_sets = parse_sets(args.sets), parse_sets(args.model_sets)
+    model = args.model
+    if model_sets:
+        base = AlbertConfig.from_preset(model) if model in PRESETS else AlbertConfig.from_json(model)
+        model = str(work / "model.json")
+        base.replace(**model_sets).to_json(model)
+    base_cfg = dict(max_seq_length=64, max_predictions_per_seq=10, batch_size=64, micro_batch_size=64)
+    base_cfg.update(sets)
+    probe = PretrainConfig(**base_cfg)
+    mean_len = sum(f * n for f, n in parse_phases(probe.phases, probe.max_seq_length))
+    steps = max(10, round(args.tokens / (probe.batch_size * mean_len)))
+    cfg = PretrainConfig(**{**base_cfg, "model": model, "data": args.store, "out": str(work / "run"),
+                            "steps": steps, "threads": 1, "resume": "none", "save_every": 10**9,
+                            "log_every": 10**9, "seed": base_cfg.get("seed", 0)})
+    store = TokenStore.open(args.store)
+    eval_len = args.eval_seq_len
+    eval_cfg = PretrainConfig(max_seq_length=eval_len, max_predictions_per_seq=max(1, round(eval_len * 0.15) + 1),
+                              masked_lm_prob=0.15, ngram=3)
+    baseline = unigram_baseline(store, eval_cfg, args.eval_batches * 32)
+    health_batch = store_health_batch(store, eval_len)
+
+    run = setup(cfg)
+    eval_at = sorted({round(steps * (i + 1) / args.evals) for i in range(args.evals)})
+    record = {"name": args.name, "store": args.store, "model": args.model, "model_set": model_sets, "set": sets,
+              "steps": steps, "tokens_per_step": probe.batch_size * mean_len, "budget_tokens": args.tokens,
+              "parameters": run.raw_model.num_parameters(exclude_heads=True), "baseline": baseline,
+              "eval": {"seq_len": eval_len, "examples": args.eval_batches * 32, "masked_lm_prob": 0.15, "ngram": 3},
+              "command": "python experiments/recipe_study.py " + " ".join(sys.argv[1:]),
+              "load_at_start": os.getloadavg()[0], "curve": [], "done": False}
+
+    def evaluate(train_s: float, tokens: float, window: list[dict]) -> None:
+        r = evaluate_checkpoint(run.raw_model, store, "sop", eval_len, batches=args.eval_batches, batch_size=32,
+                                seed=0, cfg=eval_cfg)
+        point = {"step": run.step, "tokens": tokens, "train_s": round(train_s, 2),
+                 "eval_mlm_acc": r.get("eval_mlm_acc"), "eval_mlm_loss": r.get("eval_mlm_loss"),
+                 "eval_sop_acc": r.get("eval_sop_acc"), **representation_health(run.raw_model.albert, health_batch),
+                 "load": os.getloadavg()[0]}
+        if window:
+            point["train_mlm_loss"] = float(np.mean([w["mlm_loss"] for w in window]))
+            point["lr"] = window[-1]["lr"]
+        record["curve"].append(point)
+        record["tokens_per_s"] = tokens / train_s if train_s else None
+        write_atomic(record_path, record)
+        print(f"[{args.name}] step {run.step}/{steps} {tokens / 1e6:.2f}M tok {train_s:.0f}s "
+              f"acc {point['eval_mlm_acc']:.4f} loss {point['eval_mlm_loss']:.3f} "
+              f"spread {point['health_spread']:.3f}", file=sys.stderr, flush=True)
+
+    train_s, tokens, window = 0.0, 0.0, []
+    evaluate(0.0, 0.0, [])
+    while run.step < steps:
+        t0 = time.perf_counter()
+        batches = [run.stream.next(run.step) for _ in range(run.accum)]
+        stats = train_step(run, batches)
+        train_s += time.perf_counter() - t0
+        run.step += 1
+        tokens += stats["tokens"]
+        window.append(stats)
+        if not np.isfinite(stats["loss"]):
+            record["diverged_at"] = run.step
+            break
+        if run.step in eval_at:
+            evaluate(train_s, tokens, window)
+            window = []
+    if args.fill_mask:
+        from litebert.demo import FILL_MASK_EXAMPLES
+        from litebert.inference import fill_mask
+        from litebert.tokenizer import load_tokenizer
+
+        run.raw_model.save_pretrained(work / "model", tokenizer=load_tokenizer(run.tokenizer_dir))
+        record["fill_mask"] = {text: [(p.token, round(p.score, 3)) for p in masks[0]]
+                               for text, masks in zip(FILL_MASK_EXAMPLES, fill_mask(work / "model",
+                                                                                    FILL_MASK_EXAMPLES, top_k=3))}
+    record["done"] = True
+    write_atomic(record_path, record)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Representation health (issue 23): a collapsed model is named as such in pretraining and before fine-tuning.
+
+The collapsed model is built deliberately: the shared block's output LayerNorm gets gain 0, so every layer's
+output is that LayerNorm's bias, the same vector at every position of every input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent / "reliability"))
+from harness import TINY_MODEL, config_args, write_pydoc_corpus  # noqa: E402
+
+from litebert import AlbertConfig, AlbertForPreTraining  # noqa: E402
+from litebert.finetune import FinetuneConfig, finetune  # noqa: E402
+from litebert.health import COLLAPSE_SPREAD, is_collapsed, representation_health, store_health_batch  # noqa: E402
+from litebert.pretrain import PretrainConfig, pretrain  # noqa: E402
+
+CONFIG = {k: v for k, v in TINY_MODEL.items() if k != "format"}
+
+
+def collapse(model: AlbertForPreTraining) -> AlbertForPreTraining:
+    """Zero the gain of every LayerNorm that ends a block: all hidden states become its bias."""
+    with torch.no_grad():
+        for name, module in model.albert.encoder.named_modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.zero_()
+                module.bias.normal_(0.0, 1.0)  # a non-zero constant: the collapse must not hide behind zeros
+    return model
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from litebert.data.store import build_store
+    from litebert.tokenizer import train_sentencepiece
+
+    root = tmp_path_factory.mktemp("health")
+    write_pydoc_corpus(root / "corpus.txt", 100)
+    train_sentencepiece([root / "corpus.txt"], root / "tokenizer", vocab_size=400)
+    store = build_store([root / "corpus.txt"], root / "tokenizer", root / "store", validation_fraction=0.05)
+    (root / "model.json").write_text(json.dumps({**TINY_MODEL, "vocab_size": store.vocab_size}))
+    return root / "store", root / "tokenizer", root / "model.json"
+
+
+def model_dirs(tiny, root: Path) -> tuple[Path, Path]:
+    from litebert.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tiny[1])
+    torch.manual_seed(0)
+    healthy = AlbertForPreTraining(AlbertConfig(vocab_size=tok.vocab_size, **CONFIG))
+    healthy.save_pretrained(root / "healthy", tokenizer=tok)
+    collapse(healthy).save_pretrained(root / "collapsed", tokenizer=tok)
+    return root / "healthy", root / "collapsed"
+
+
+def test_health_tells_collapsed_from_fresh(tiny):
+    from litebert.data.store import TokenStore
+
+    batch = store_health_batch(TokenStore.open(tiny[0]), 32)
+    assert batch["input_ids"].shape == (16, 32) and bool((batch["attention_mask"].sum(1) > 2).all())
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig(vocab_size=400, **CONFIG))
+    fresh = representation_health(model.albert, batch)
+    assert fresh["health_spread"] > 10 * COLLAPSE_SPREAD and not is_collapsed(fresh)
+    dead = representation_health(collapse(model).albert, batch)
+    assert dead["health_spread"] < 1e-6 and dead["health_pooled_cos"] > 1 - 1e-9 and is_collapsed(dead)
+
+
+def test_pretrain_logs_health_and_warns_on_a_collapsed_model(tiny, tmp_path, capsys):
+    _, collapsed = model_dirs(tiny, tmp_path)
+    # Continued pretraining of the collapsed model at a learning rate too small to move it: it stays collapsed.
+    args = config_args(tiny, tmp_path / "run", model=str(collapsed), steps=4, lr=1e-9, save_every=4,
+                       log_every=2)
+    result = pretrain(PretrainConfig(**args))
+    logs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in logs if "loss" in r]
+    assert [r["step"] for r in steps] == [2, 4]
+    assert all(r["health_spread"] < COLLAPSE_SPREAD and r["health_pooled_cos"] > 0.999 for r in steps)
+    err = capsys.readouterr().err
+    assert "health_spread=" in err  # the progress line
+    assert "warning: step 2: the model's representations are collapsed" in err
+    assert f"the final model (step 4)" in err and result["health_spread"] < COLLAPSE_SPREAD
+
+
+def test_pretrain_of_a_healthy_model_does_not_warn(tiny, tmp_path, capsys):
+    pretrain(PretrainConfig(**config_args(tiny, tmp_path / "run", steps=2, save_every=2, log_every=1)))
+    logs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["health_spread"] > COLLAPSE_SPREAD for r in logs if "loss" in r)
+    assert "collapsed" not in capsys.readouterr().err
+
+
+def write_keyword_task(root: Path) -> Path:
+    """A 2-way custom task: does the sentence mention a file or a list?"""
+    rows = ["text,label"] + [f"the {w} number {i} is here,{w}" for i in range(12) for w in ("file", "list")]
+    for split in ("train", "dev"):
+        (root / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("which", ["collapsed", "healthy"])
+def test_finetune_warns_at_start_from_a_collapsed_checkpoint(tiny, tmp_path, capsys, which):
+    dirs = dict(zip(("healthy", "collapsed"), model_dirs(tiny, tmp_path)))
+    data = write_keyword_task(tmp_path)
+    result = finetune(FinetuneConfig(task="custom", model=str(dirs[which]), data=str(data), out=str(tmp_path / "ft"),
+                                     format="csv", text_columns="text", label_column="label", steps=1,
+                                     batch_size=4, max_seq_length=32, precision="fp32", lr=1e-4, threads=1))
+    err = capsys.readouterr().err
+    warned = f"--model {dirs[which]}: the model's representations are collapsed" in err
+    assert warned == (which == "collapsed")
+    assert is_collapsed(result["start_health"]) == (which == "collapsed")
+
+
+def test_reinit_pooler_draws_a_fresh_pooler(tiny, tmp_path):
+    from litebert.model import AlbertForSequenceClassification
+
+    _, collapsed = model_dirs(tiny, tmp_path)
+    data = write_keyword_task(tmp_path)
+    kept = AlbertForPreTraining.from_pretrained(collapsed).albert.pooler.dense.weight
+    for reinit in (False, True):
+        finetune(FinetuneConfig(task="custom", model=str(collapsed), data=str(data), out=str(tmp_path / f"ft{reinit}"),
+                                format="csv", text_columns="text", label_column="label", steps=1, eval_every=1,
+                                batch_size=4, max_seq_length=32, precision="fp32", lr=1e-9, threads=1,
+                                reinit_pooler=reinit))
+        saved = AlbertForSequenceClassification.from_pretrained(tmp_path / f"ft{reinit}" / "best")
+        moved = (saved.albert.pooler.dense.weight - kept).abs().max().item()
+        assert (moved > 1e-3) == reinit  # lr 1e-9: only a re-initialisation moves it
