@@ -40,7 +40,13 @@ def settings(record: dict) -> str:
     return " ".join(parts)
 
 
-def row(record: dict) -> str:
+def acc_at(record: dict, tokens: float) -> str:
+    """Held-out accuracy at the last evaluation at or before `tokens` (runs cut off early compare there)."""
+    points = [p for p in record["curve"] if p["tokens"] <= tokens * 1.001]
+    return f"{points[-1]['eval_mlm_acc']:.1%}" if points and points[-1]["tokens"] >= tokens * 0.8 else "-"
+
+
+def row(record: dict, at: float) -> str:
     last = record["curve"][-1]
     exit_point = left_plateau(record)
     status = "" if record.get("done") else f" (stopped at {last['tokens'] / 1e6:.1f}M)"
@@ -48,18 +54,19 @@ def row(record: dict) -> str:
                  if exit_point else "not left")
     tps = record.get("tokens_per_s") or 0
     return (f"| {record['name']}{status} | {settings(record)} | {record['parameters'] / 1e6:.2f}M | {tps:,.0f} | "
-            f"{exit_text} | {last['eval_mlm_acc']:.1%} | {last['eval_mlm_loss']:.2f} | "
+            f"{exit_text} | {acc_at(record, at)} | {last['eval_mlm_acc']:.1%} | {last['eval_mlm_loss']:.2f} | "
             f"{last['health_spread']:.3f} |")
 
 
-def table(records: list[dict]) -> str:
+def table(records: list[dict], at: float) -> str:
     base = records[0]["baseline"]
     head = (f"Unigram baseline on the evaluation targets: {base['unigram_acc']:.1%} accuracy, loss "
             f"{base['unigram_loss']:.2f} ({base['eval_targets']} masked targets); \"left the plateau\" = first "
             f"evaluation at >= {PLATEAU_FACTOR:g}x that accuracy ({PLATEAU_FACTOR * base['unigram_acc']:.1%}).\n\n"
             "| run | settings | encoder params | tokens/s | left the plateau (tokens / train time) | "
-            "held-out MLM acc at the end | loss | health_spread |\n|---|---|---|---|---|---|---|---|")
-    return "\n".join([head] + [row(r) for r in records])
+            f"held-out MLM acc at {at / 1e6:g}M tokens | at the end | loss at the end | health_spread at the end |\n"
+            "|---|---|---|---|---|---|---|---|---|")
+    return "\n".join([head] + [row(r, at) for r in records])
 
 
 def plot(records: list[dict], out: Path, title: str) -> None:
@@ -69,12 +76,12 @@ def plot(records: list[dict], out: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (acc_ax, health_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for r in records:
+    for i, r in enumerate(records):
         tokens = [p["tokens"] / 1e6 for p in r["curve"]]
         line, = acc_ax.plot(tokens, [p["eval_mlm_acc"] for p in r["curve"]], marker="o", markersize=3,
-                            label=r["name"])
+                            label=r["name"], color=plt.cm.tab20(i % 20), linestyle="-" if i < 10 else "--")
         health_ax.plot(tokens, [p["health_spread"] for p in r["curve"]], marker="o", markersize=3,
-                       color=line.get_color(), label=r["name"])
+                       color=line.get_color(), linestyle=line.get_linestyle(), label=r["name"])
     bar = PLATEAU_FACTOR * records[0]["baseline"]["unigram_acc"]
     acc_ax.axhline(records[0]["baseline"]["unigram_acc"], color="grey", linestyle=":", label="unigram baseline")
     acc_ax.axhline(bar, color="grey", linestyle="--", label=f"{PLATEAU_FACTOR:g}x unigram (left the plateau)")
@@ -97,9 +104,10 @@ def main() -> None:
     ap.add_argument("--runs", help="comma-separated record names, in table order (default: all)")
     ap.add_argument("--plot", type=Path)
     ap.add_argument("--title", default="")
+    ap.add_argument("--at", type=float, default=0.6e6, help="also report the accuracy at this many tokens")
     args = ap.parse_args()
     records = load(args.folder, args.runs.split(",") if args.runs else None)
-    print(table(records))
+    print(table(records, args.at))
     if args.plot:
         plot(records, args.plot, args.title)
 

@@ -17,6 +17,16 @@ def shared_data():
     return root
 
 
+@pytest.fixture(scope="session")
+def en_tokenizer_dir(shared_data, tmp_path_factory):
+    """The official ALBERT 30k SentencePiece vocabulary, saved as a tokenizer directory."""
+    from litebert.tokenizer import AlbertTokenizer
+
+    out = tmp_path_factory.mktemp("tok_en")
+    AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model").save_pretrained(out)
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads():
     # Tests are small: more threads than cores only adds noise on the 2-core CI machine.

@@ -65,7 +65,7 @@ def test_every_task_matches_pytorch_with_dynamic_axes(tmp_path, capsys, task):
         with torch.no_grad():
             want = model(**inputs)
         for name, value in zip(spec.outputs, got):
-            expected = getattr(want, name).numpy()
+            expected = getattr(want, spec.attrs.get(name, name)).numpy()
             assert value.shape == expected.shape, name
             np.testing.assert_allclose(value, expected, atol=1e-4, rtol=0, err_msg=f"{task} {name} {batch}x{seq}")
 
@@ -77,7 +77,8 @@ def test_converted_official_checkpoint_exports_to_the_golden_outputs(shared_data
     feed = {k: golden[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
     for task, names in (("pretraining", ("mlm_logits", "sop_logits")), ("base", ("sequence_output", "pooled_output"))):
         session = _export(tmp_path / "model", task, tmp_path / f"{task}.onnx", "--opset", "18")
-        for name, value in zip(names, session.run(list(names), feed)):
+        outputs = list(TASKS[task].outputs)  # transformers' names for the golden file's fields
+        for name, value in zip(names, session.run(outputs, feed)):
             np.testing.assert_allclose(value, golden[name], atol=1e-4, rtol=0, err_msg=f"{task} {name}")
 
 
@@ -104,3 +105,35 @@ def test_dynamo_exporter_when_onnxscript_is_installed(tmp_path):
     result = export_onnx(tmp_path / "model", tmp_path / "mc.onnx", "multiple-choice", opset=18, exporter="dynamo")
     assert result.max_abs_diff is not None and result.max_abs_diff <= 1e-4
     assert [i.shape for i in _session(tmp_path / "mc.onnx").get_inputs()][0] == ["batch", "choice", "sequence"]
+
+
+def test_export_folder_is_self_contained_and_quantizes(tmp_path, shared_data):
+    """The folder runs with onnxruntime + transformers' own tokenizer (no litebert), its outputs carry
+    transformers' names, and the int8 graph is a real quantized graph that the pipeline serves."""
+    transformers = pytest.importorskip("transformers")
+    from litebert.export import export_onnx
+    from tiny_models import TEXTS, save_model, tokenizer
+
+    model_dir = save_model(tmp_path / "clf", "AlbertForSequenceClassification", tokenizer(shared_data), num_labels=2,
+                           label_names=["neg", "pos"])
+    result = export_onnx(model_dir, tmp_path / "export")  # no task: the directory's own head
+    assert result.task == "classification" and result.path == tmp_path / "export" / "model.onnx"
+    assert {p.name for p in result.files} >= {"model.onnx", "config.json", "spiece.model", "tokenizer_config.json",
+                                               "inference.json"}
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "export")
+    feed = {k: v.astype(np.int64) for k, v in hf_tok(TEXTS, padding=True, return_tensors="np",
+                                                      return_token_type_ids=True).items()}
+    session = _session(tmp_path / "export" / "model.onnx")
+    assert [o.name for o in session.get_outputs()] == ["logits"]
+    (logits,) = session.run(None, {k: feed[k] for k in ("input_ids", "attention_mask", "token_type_ids")})
+    want = litebert.pipeline(None, tmp_path / "export", "onnx")(TEXTS)  # the folder's own records
+    config = transformers.AutoConfig.from_pretrained(tmp_path / "export")
+    assert [config.id2label[int(i)] for i in logits.argmax(-1)] == [w["label"] for w in want]
+
+    q = export_onnx(model_dir, tmp_path / "int8", quantize="int8")
+    assert q.quantized and not any(p.name.endswith(".fp32.onnx") for p in (tmp_path / "int8").iterdir())
+    onnx = pytest.importorskip("onnx")
+    types = {t.data_type for t in onnx.load(str(q.path)).graph.initializer}
+    assert onnx.TensorProto.INT8 in types or onnx.TensorProto.UINT8 in types
+    got = litebert.pipeline(None, tmp_path / "int8", "onnx")(TEXTS)
+    assert all(abs(g["scores"]["pos"] - w["scores"]["pos"]) < 0.1 for g, w in zip(got, want))

@@ -11,14 +11,7 @@ from litebert.cli import main as cli_main
 from litebert.data.corpus import read_documents
 from litebert.data.store import TokenStore, build_store
 from litebert.errors import CorpusError, TokenizerError
-from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
-
-
-@pytest.fixture(scope="module")
-def en_tokenizer_dir(shared_data, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tok_en")
-    AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model").save_pretrained(out)
-    return out
+from litebert.tokenizer import WordPieceTokenizer, load_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """litebert: ALBERT (A Lite BERT) — pretrain from scratch, fine-tune, evaluate, convert and serve.
 
-Public API (see README.md): configs, models, tokenizers. Sub-modules load lazily so `import litebert` is cheap.
+Public API (see README.md): configs, models, tokenizers, `pipeline` (inference from strings). Sub-modules load lazily so `import litebert` is cheap.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ _EXPORTS = {
     "WordPieceTokenizer": "litebert.tokenizer",
     "load_tokenizer": "litebert.tokenizer",
     "LitebertError": "litebert.errors",
+    "pipeline": "litebert.pipelines",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -135,16 +135,7 @@ class AlbertConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> "AlbertConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"{source}: unknown config field(s) {unknown}")
-        try:
-            return cls(**data)
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
-        except TypeError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
+        return dataclass_from_dict(cls, data, source, what="config field")
 
     def to_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({"format": "litebert", **self.to_dict()}, indent=2) + "\n")
@@ -236,6 +227,17 @@ _OFFICIAL_FIELDS = ["vocab_size", "embedding_size", "hidden_size", "num_hidden_l
                     "type_vocab_size", "initializer_range"]
 _HF_EXTRA_FIELDS = ["layer_norm_eps", "classifier_dropout_prob", "pad_token_id", "problem_type"]
 _LITEBERT_HF_EXTRAS = ["qa_answerability"]
+
+
+def dataclass_from_dict(cls, data: dict[str, Any], source: str, error: type = ConfigError, what: str = "field"):
+    """cls(**data), where an unknown key or a bad value is an `error` naming `source` (a file, usually)."""
+    unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise error(f"{source}: unknown {what}(s) {unknown}")
+    try:
+        return cls(**data)
+    except (ConfigError, TypeError) as exc:
+        raise error(f"{source}: {exc}") from None
 
 
 def _read_json(path: str | Path) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """ONNX export of a model directory, checked against PyTorch in onnxruntime.
 
 The graph takes `input_ids`, `attention_mask`, `token_type_ids` (int64, [batch, sequence], or
-[batch, choice, sequence] for multiple choice) and returns the task's outputs under the names of `AlbertOutput`.
+[batch, choice, sequence] for multiple choice) and returns the task's outputs under transformers' names
+(`logits`, `start_logits`, `end_logits`, `last_hidden_state`, ...).
 Batch, sequence (and choice) are dynamic axes.
 
 Exporters: "torchscript" (default) is torch's TorchScript-based exporter (`dynamo=False`): it needs no extra
@@ -19,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from litebert.errors import ConversionError
+from litebert.errors import ConversionError, TokenizerError
 from litebert.files import check_output
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -30,16 +31,21 @@ MIN_OPSET = 14  # the first opset with a scaled_dot_product_attention symbolic i
 @dataclass(frozen=True)
 class TaskSpec:
     model_class: str
-    outputs: dict[str, tuple[str | None, ...]]  # output name -> axis names (None: a fixed size)
+    outputs: dict[str, tuple[str | None, ...]]  # output name (as transformers names it) -> axis names
     choice_axis: bool = False
+    attrs: dict[str, str] = field(default_factory=dict)  # output name -> AlbertOutput field, where they differ
 
 
+# Output names follow transformers' model outputs (logits, start_logits, last_hidden_state, ...), so code
+# written against an exported transformers ALBERT reads ours unchanged.
 TASKS: dict[str, TaskSpec] = {
-    "base": TaskSpec("AlbertModel", {"sequence_output": ("batch", "sequence", None),
-                                     "pooled_output": ("batch", None)}),
-    "pretraining": TaskSpec("AlbertForPreTraining", {"mlm_logits": ("batch", "sequence", None),
-                                                     "sop_logits": ("batch", None)}),
-    "masked-lm": TaskSpec("AlbertForMaskedLM", {"mlm_logits": ("batch", "sequence", None)}),
+    "base": TaskSpec("AlbertModel", {"last_hidden_state": ("batch", "sequence", None),
+                                     "pooler_output": ("batch", None)},
+                     attrs={"last_hidden_state": "sequence_output", "pooler_output": "pooled_output"}),
+    "pretraining": TaskSpec("AlbertForPreTraining", {"prediction_logits": ("batch", "sequence", None),
+                                                     "sop_logits": ("batch", None)},
+                            attrs={"prediction_logits": "mlm_logits"}),
+    "masked-lm": TaskSpec("AlbertForMaskedLM", {"logits": ("batch", "sequence", None)}, attrs={"logits": "mlm_logits"}),
     "classification": TaskSpec("AlbertForSequenceClassification", {"logits": ("batch", None)}),
     "token-classification": TaskSpec("AlbertForTokenClassification", {"logits": ("batch", "sequence", None)}),
     "qa": TaskSpec("AlbertForQuestionAnswering", {"start_logits": ("batch", "sequence"),
@@ -60,6 +66,8 @@ class ExportResult:
     max_abs_diff: float | None = None  # onnxruntime vs PyTorch on a fresh input; None without onnxruntime
     checked_shape: tuple[int, ...] | None = None
     notes: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)  # the graph, then what was written beside it
+    quantized: bool = False
 
     def format(self) -> str:
         dims = lambda axes: "[" + ", ".join(a or "_" for a in axes) + "]"  # noqa: E731
@@ -70,6 +78,7 @@ class ExportResult:
             lines.append(f"  onnxruntime vs PyTorch at shape {list(self.checked_shape)}: max |diff| "
                          f"{self.max_abs_diff:.2e}")
         lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  wrote {f}" for f in self.files[1:]]
         return "\n".join(lines)
 
 
@@ -79,15 +88,15 @@ class OnnxWrapper(nn.Module):
     The exporters trace tensors, not dataclasses; this adds no computation of its own.
     """
 
-    def __init__(self, model: nn.Module, outputs: tuple[str, ...]):
+    def __init__(self, model: nn.Module, attrs: tuple[str, ...]):
         super().__init__()
         self.model = model
-        self.outputs = outputs
+        self.attrs = attrs  # AlbertOutput fields, in output order
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.model(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return tuple(getattr(out, name) for name in self.outputs)
+        return tuple(getattr(out, name) for name in self.attrs)
 
 
 def example_inputs(config, batch: int, seq_len: int, choices: int | None = None,
@@ -120,39 +129,127 @@ def load_for_task(model_dir: str | Path, task: str):
     return model
 
 
-def export_onnx(model_dir: str | Path, out: str | Path, task: str, opset: int = 17, *,
-                exporter: str = "torchscript", verify: bool = True, atol: float = 1e-4) -> ExportResult:
-    """Export `model_dir` for `task` to `out` (an .onnx file); then, when onnxruntime is installed and `verify`,
-    run the graph at a shape other than the traced one and raise if it differs from PyTorch by more than atol."""
+def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None, opset: int = 17, *,
+                exporter: str = "torchscript", verify: bool = True, atol: float = 1e-4,
+                quantize: str | None = None) -> ExportResult:
+    """Export `model_dir` (a model or fine-tuning run directory) for `task` (default: the directory's own) into
+    `out`: a directory that gets model.onnx, or an .onnx file name; beside the graph go config.json, the
+    tokenizer files and inference.json (the task record `litebert.pipeline` and `serve` read), so the folder is
+    a deployable unit. When onnxruntime is installed and `verify`, the graph runs at a shape other than the
+    traced one and must match PyTorch within atol. quantize="int8": onnxruntime's dynamic quantization (int8
+    weights, activations quantized per call) of the verified graph; its difference from PyTorch is reported."""
+    from litebert.records import best_dir
+
     if exporter not in EXPORTERS:
         raise ConversionError(f"exporter {exporter!r} is not one of {', '.join(EXPORTERS)}")
     if opset < MIN_OPSET:
         raise ConversionError(f"opset {opset}: attention (scaled_dot_product_attention) needs opset >= {MIN_OPSET}")
-    check_output(out, kind="file")
+    if quantize not in (None, "int8"):
+        raise ConversionError(f"quantize {quantize!r}: only 'int8' (dynamic quantization) is supported")
+    check_output(out, kind="file" if Path(out).suffix == ".onnx" else "dir")  # see _destination
+    model_dir = best_dir(model_dir)
+    record = _record(model_dir)
+    task = task or _pipeline_export_task(record.task)
     model = load_for_task(model_dir, task)
     spec = TASKS[task]
     outputs = dict(spec.outputs)
+    attrs = dict(spec.attrs)
     if task == "qa" and model.config.qa_answerability:
-        outputs["logits"] = ("batch",)  # the SQuAD v2 has-answer logit
+        outputs["has_answer_logits"] = ("batch",)  # the SQuAD v2 has-answer head (no transformers equivalent)
+        attrs["has_answer_logits"] = "logits"
     in_axes = ("batch", "choice", "sequence") if spec.choice_axis else ("batch", "sequence")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    wrapper = OnnxWrapper(model, tuple(outputs)).eval()  # the exporter restores this mode afterwards: keep it eval
+    out_dir, graph = _destination(Path(out), model_dir)
+    graph_fp32 = graph.with_name(f".{graph.stem}.fp32.onnx") if quantize else graph
+    # The exporter restores the module's mode afterwards: keep it eval.
+    wrapper = OnnxWrapper(model, tuple(attrs.get(n, n) for n in outputs)).eval()
     gen = torch.Generator().manual_seed(0)
     seq = min(8, model.config.max_position_embeddings)
     trace = example_inputs(model.config, 2, seq, 2 if spec.choice_axis else None, gen)
     args = tuple(trace[n] for n in INPUT_NAMES)
     try:
         if exporter == "torchscript":
-            _export_torchscript(wrapper, args, out, in_axes, outputs, opset)
+            _export_torchscript(wrapper, args, graph_fp32, in_axes, outputs, opset)
         else:
-            _export_dynamo(wrapper, args, out, in_axes, outputs, opset, model.config.max_position_embeddings)
+            _export_dynamo(wrapper, args, graph_fp32, in_axes, outputs, opset, model.config.max_position_embeddings)
     except (RuntimeError, ValueError, TypeError, torch.onnx.errors.OnnxExporterError) as exc:
         raise ConversionError(f"{model_dir}: ONNX export ({exporter}, opset {opset}) failed: {exc}") from None
-    result = ExportResult(out, task, spec.model_class, opset, exporter, {n: in_axes for n in INPUT_NAMES}, outputs)
+    result = ExportResult(graph, task, spec.model_class, opset, exporter, {n: in_axes for n in INPUT_NAMES}, outputs)
     if verify:
-        _verify(wrapper, out, spec, result, atol, gen)
+        _verify(wrapper, graph_fp32, spec, result, atol, gen)
+    if quantize:
+        _quantize_int8(graph_fp32, graph, wrapper, spec, result, gen)
+    result.files = [graph, *_write_beside(model_dir, out_dir, graph, task, record, result.notes)]
     return result
+
+
+def _record(model_dir: Path):
+    from litebert.records import read_record
+
+    return read_record(model_dir)[1]
+
+
+def _pipeline_export_task(pipeline_task: str) -> str:
+    from litebert.pipelines import EXPORT_TASKS
+
+    return EXPORT_TASKS[pipeline_task]
+
+
+def _destination(out: Path, model_dir: Path) -> tuple[Path, Path]:
+    """(folder, graph file): an .onnx name is the graph itself, anything else a folder that gets model.onnx."""
+    out_dir, graph = (out.parent, out) if out.suffix == ".onnx" else (out, out / "model.onnx")
+    if out_dir.resolve() == model_dir.resolve():
+        raise ConversionError(f"{out}: write the export to its own folder, not into the model directory "
+                              f"{model_dir} (its config.json and records would be replaced)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir, graph
+
+
+def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record, notes: list[str]) -> list[Path]:
+    """config.json, the tokenizer and inference.json next to the graph: what a deployment loads."""
+    import dataclasses
+    import json
+
+    from litebert.files import atomic_write_bytes
+    from litebert.pipelines import EXPORT_TASKS
+    from litebert.records import CONFIG_NAME, INFERENCE_RECORD
+    from litebert.tokenizer import load_tokenizer
+
+    atomic_write_bytes(out_dir / CONFIG_NAME, (model_dir / CONFIG_NAME).read_bytes())
+    files = [out_dir / CONFIG_NAME]
+    try:
+        tokenizer = load_tokenizer(model_dir)
+    except TokenizerError:
+        notes.append(f"{model_dir} has no tokenizer: the export has none either (text cannot go in)")
+    else:
+        tokenizer.save_pretrained(out_dir)
+        files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer_config",
+                                                                             "special_tokens")))
+    pipeline_task = {v: k for k, v in EXPORT_TASKS.items()}.get(task)
+    if pipeline_task is not None:  # the pretraining graph (two heads) has no pipeline of its own
+        head = record.head if pipeline_task == record.task else {"embeddings": "base", "fill-mask": "mlm"}.get(
+            pipeline_task, record.head)
+        own = dataclasses.replace(record, task=pipeline_task, architecture=TASKS[task].model_class, head=head,
+                                  onnx_file=graph.name)
+        atomic_write_bytes(out_dir / INFERENCE_RECORD, (json.dumps(own.to_dict(), indent=2) + "\n").encode())
+        files.append(out_dir / INFERENCE_RECORD)
+    return files
+
+
+def _quantize_int8(fp32: Path, out: Path, wrapper, spec: TaskSpec, result: ExportResult, gen) -> None:
+    """onnxruntime's dynamic quantization: MatMul/Gather weights stored as int8 with per-tensor scales,
+    activations quantized on the fly. The fp32 graph is removed afterwards."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError:
+        raise ConversionError("quantize='int8' needs onnxruntime (pip install litebert[onnx])") from None
+    quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8)
+    result.notes.append(f"int8 dynamic quantization: {fp32.stat().st_size / 1e6:.2f} MB -> "
+                        f"{out.stat().st_size / 1e6:.2f} MB")
+    fp32.unlink()
+    diffs, shape = _compare(wrapper, out, spec, result, gen)
+    result.notes.append(f"int8 graph vs PyTorch at shape {list(shape)}: max |diff| {max(diffs.values()):.2e} "
+                        "(quantization error; measure the task metric before deploying)")
+    result.quantized = True
 
 
 def _dynamic_axes(in_axes, outputs) -> dict[str, dict[int, str]]:
@@ -190,7 +287,7 @@ def _export_dynamo(wrapper, args, out, in_axes, outputs, opset, max_positions) -
 
 def _verify(wrapper, out: Path, spec: TaskSpec, result: ExportResult, atol: float, gen) -> None:
     try:
-        import onnxruntime as ort
+        import onnxruntime  # noqa: F401
     except ImportError:
         result.notes.append("onnxruntime is not installed: the graph was not run (pip install litebert[onnx])")
         return
@@ -200,6 +297,19 @@ def _verify(wrapper, out: Path, spec: TaskSpec, result: ExportResult, atol: floa
         onnx.checker.check_model(str(out))
     except ImportError:
         pass
+    diffs, shape = _compare(wrapper, out, spec, result, gen)
+    result.max_abs_diff = max(diffs.values())
+    result.checked_shape = shape
+    if result.max_abs_diff > atol:
+        worst = max(diffs, key=diffs.get)
+        raise ConversionError(f"{out}: onnxruntime and PyTorch differ by {result.max_abs_diff:.2e} on {worst} "
+                              f"(atol {atol}); the export is wrong, please report it")
+
+
+def _compare(wrapper, out: Path, spec: TaskSpec, result: ExportResult, gen) -> tuple[dict[str, float], tuple]:
+    """Per output, max |onnxruntime - PyTorch| on fresh padded inputs of another shape than the traced one."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
@@ -215,9 +325,4 @@ def _verify(wrapper, out: Path, spec: TaskSpec, result: ExportResult, atol: floa
                                   f"{list(w.shape)} in PyTorch")
         diff = float((torch.from_numpy(g) - w).abs().max())  # QA padding logits are finfo.min in both: 0
         diffs[name] = diff if diff == diff else float("inf")  # a NaN must fail, not slip past `> atol`
-    result.max_abs_diff = max(diffs.values())
-    result.checked_shape = tuple(inputs["input_ids"].shape)
-    if result.max_abs_diff > atol:
-        worst = max(diffs, key=diffs.get)
-        raise ConversionError(f"{out}: onnxruntime and PyTorch differ by {result.max_abs_diff:.2e} on {worst} "
-                              f"(atol {atol}); the export is wrong, please report it")
+    return diffs, tuple(inputs["input_ids"].shape)

@@ -22,13 +22,14 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, get_task, label_list_for,
-                                 pad_features, read_examples, split_path)
+from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, feature_length, get_task,
+                                 label_list_for, pad_features, read_examples, split_path)
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.files import holding_run_dir
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.optim import build_optimizer, make_scheduler
+from litebert.records import best_dir
 
 
 @dataclass
@@ -340,11 +341,6 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, e
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def feature_length(f: dict) -> int:
-    ids = f["input_ids"]
-    return max(len(r) for r in ids) if ids and isinstance(ids[0], list) else len(ids)
-
-
 def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpec, cfg: FinetuneConfig | None):
     import litebert.model as models
     from litebert.tokenizer import load_tokenizer
@@ -520,7 +516,7 @@ def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | No
     cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(data), **custom)
     spec = resolve_task(cfg)
     kind, device = kind_for(spec, cfg), pick_device(cfg.device)
-    model_dir = _best_dir(model_dir)
+    model_dir = best_dir(model_dir)
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
     label_list = model.config.label_names if spec.head in ("classification", "multilabel", "token") else None
     cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
@@ -543,7 +539,7 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path, precision:
     cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(input_path), **custom)
     spec = resolve_task(cfg)
     kind, device = kind_for(spec, cfg), pick_device(cfg.device)
-    model_dir = _best_dir(model_dir)
+    model_dir = best_dir(model_dir)
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
     label_list = model.config.label_names
     cfg = dataclasses.replace(cfg, max_seq_length=custom.get("max_seq_length") or spec.hparams.max_seq_length)
@@ -579,12 +575,6 @@ def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int,
             f"{f' (of {train.available})' if subset else ''}, {len(dev)} dev; {steps} steps = {epochs:.2f} epochs "
             f"({why}); batch {cfg.batch_size}{accum}, lr {cfg.lr:g}, warmup {round(cfg.warmup_ratio * steps)} "
             f"steps, max_seq_length {cfg.max_seq_length}, {precision}")
-
-
-def _best_dir(path: str | Path) -> Path:
-    """A fine-tuning run dir means its best checkpoint."""
-    path = Path(path)
-    return path / "best" if (path / "best" / "config.json").is_file() else path
 
 
 def _write(f, record: dict) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from litebert.errors import ConfigError, LitebertError
 
@@ -36,10 +36,23 @@ def encode_with_masks(tokenizer, text: str) -> list[int]:
     return ids + [tokenizer.sep_id]
 
 
-@torch.no_grad()
+def top_predictions(logits: np.ndarray, tokenizer, top_k: int) -> list[list[MaskPrediction]]:
+    """logits [P, V] at P mask positions -> per position the top_k tokens by softmax probability.
+    Special tokens ([CLS], <pad>, ...) are never proposed."""
+    logits = np.asarray(logits, dtype=np.float64).copy()
+    logits[:, sorted(tokenizer.special_ids)] = -np.inf
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    top = np.argsort(-probs, axis=-1, kind="stable")[:, :top_k]  # [P, k]
+    return [[MaskPrediction(tokenizer.convert_ids_to_tokens([i])[0], int(i), float(row[i])) for i in ids]
+            for row, ids in zip(probs, top)]
+
+
 def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5, model=None,
               tokenizer=None) -> list[list[list[MaskPrediction]]]:
     """For each text, for each [MASK] in it, the top_k predictions."""
+    import torch
+
     from litebert.model import AlbertForMaskedLM
     from litebert.tokenizer import load_tokenizer
 
@@ -60,11 +73,7 @@ def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5, model=Non
                                 f"{model.config.max_position_embeddings} positions")
         input_ids = torch.tensor([ids])
         positions = (input_ids == tokenizer.mask_id).nonzero()[:, 1].unsqueeze(0)  # [1, P]
-        logits = model(input_ids, masked_positions=positions).mlm_logits[0].float()  # [P, V]
-        logits[:, sorted(tokenizer.special_ids)] = float("-inf")  # never propose [CLS], <pad>, ...
-        probs = logits.softmax(-1)
-        top = probs.topk(top_k, dim=-1)
-        results.append([[MaskPrediction(tokenizer.convert_ids_to_tokens([i])[0], i, p)
-                         for p, i in zip(row_p.tolist(), row_i.tolist())]
-                        for row_p, row_i in zip(top.values, top.indices)])
+        with torch.no_grad():
+            logits = model(input_ids, masked_positions=positions).mlm_logits[0].float()  # [P, V]
+        results.append(top_predictions(logits.numpy(), tokenizer, top_k))
     return results

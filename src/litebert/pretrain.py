@@ -38,7 +38,9 @@ from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_inco
 from litebert.config import AlbertConfig, PRESETS
 from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops, pick_device,
                              resolve_precision, synchronize)
+from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
+from litebert.files import check_output, lock_dir
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
@@ -173,6 +175,14 @@ class Dist:
         if self.world > 1:
             dist.barrier()
 
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank (picklable objects)."""
+        if self.world == 1:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
 
 def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -182,10 +192,9 @@ def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():
-        # torchrun shares its rendezvous store with the workers; keys of a failed attempt linger there, and a
-        # restarted worker can read a dead peer's address (pytorch/pytorch#135712). A prefix per attempt.
+        # torchrun's store outlives restarts and holds the keys of dead attempts: each attempt opens its own.
         store, rank, world = next(dist.rendezvous("env://"))
-        store = dist.PrefixStore(f"litebert/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+        store = attempt_store(store, rank, world)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
                                 world_size=world)
     return Dist(rank, world, local_rank), device
@@ -385,7 +394,9 @@ def setup(cfg: PretrainConfig) -> Run:
                           f"{cfg.micro_batch_size} x {d.world} rank(s)")
     accum = cfg.batch_size // (cfg.micro_batch_size * d.world)
 
-    store = TokenStore.open(cfg.data)
+    # A rank that cannot open the store stops them all (instead of leaving them at the first collective).
+    store = on_all_ranks(d, lambda: TokenStore.open(cfg.data))
+    check_same_store(d, store.path)
     tokenizer_dir = resolve_tokenizer_dir(cfg, store)
     config, init_dir = model_config_for(cfg, store.vocab_size, store)
     if d.main:  # checksums and token ids, before a bad id crashes a step mid-run (one read of the store)
@@ -403,9 +414,8 @@ def setup(cfg: PretrainConfig) -> Run:
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
     run_dir = Path(cfg.out)
-    if d.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    d.barrier()
+    on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
+    check_same_run_dir(d, run_dir)
     stream = BatchStream(store, cfg, d)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
               tokenizer_dir, accum)
@@ -442,17 +452,21 @@ def resume_from(run: Run) -> None:
     metrics log never holds a step twice (also after a crash before the first save)."""
     cfg, d = run.cfg, run.d
     run_dir = Path(cfg.out)
+    on_all_ranks(d, lambda: check_output(run_dir) if d.main else None)
     if cfg.resume == "none":
         if find_latest_checkpoint(run_dir) is not None:
             raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
     elif cfg.resume == "auto":
         if d.main:
             cleanup_incomplete(run_dir)
-        d.barrier()
-        restore_newest(run)
+        # Rank 0 picks the newest checkpoint that verifies and every rank loads that one (not each its own newest).
+        found = on_all_ranks(d, lambda: newest_verified(run_dir) if d.main else None)
+        ckpt = d.broadcast(found[0] if found else None)
+        if ckpt is not None:
+            restore(run, ckpt, *on_all_ranks(d, lambda: found[1:] if d.main else read_checkpoint(ckpt)))
     else:
-        ckpt = Path(cfg.resume)
-        restore(run, ckpt, *read_checkpoint(ckpt))  # an explicit path must be complete and verify too
+        ckpt = Path(cfg.resume)  # an explicit path must be complete and verify too
+        restore(run, ckpt, *on_all_ranks(d, lambda: read_checkpoint(ckpt)))
     if d.main:
         truncate_metrics(run_dir / "metrics.jsonl", run.step)
 
@@ -466,27 +480,26 @@ def read_checkpoint(ckpt: Path) -> tuple[Any, dict[str, torch.Tensor]]:
     return state, weights
 
 
-def restore_newest(run: Run) -> None:
-    """Resume from the newest checkpoint that reads and verifies; a damaged one (a changed byte, an unreadable
-    file) is skipped with the reason on stderr. Damage everywhere is an error, not a silent fresh start."""
-    run_dir = Path(run.cfg.out)
+def newest_verified(run_dir: Path) -> tuple[Path, Any, dict[str, torch.Tensor]] | None:
+    """(checkpoint, state, weights) of the newest checkpoint that reads and verifies, or None when there is none;
+    a damaged one (a changed byte, an unreadable file) is skipped with the reason on stderr. Damage everywhere is
+    an error, not a silent fresh start."""
     skipped = []
     for ckpt in reversed(checkpoint_dirs(run_dir)):
         try:
             state, weights = read_checkpoint(ckpt)
         except CheckpointError as e:
             skipped.append(ckpt.name)
-            if run.d.main:
-                print(f"litebert pretrain: skipping {ckpt.name}: {e}", file=sys.stderr)
+            print(f"litebert pretrain: skipping {ckpt.name}: {e}", file=sys.stderr)
             continue
-        if skipped and run.d.main:
+        if skipped:
             print(f"litebert pretrain: {', '.join(skipped)} did not verify; resuming from {ckpt.name} instead",
                   file=sys.stderr)
-        restore(run, ckpt, state, weights)
-        return
+        return ckpt, state, weights
     if skipped:
         raise CheckpointError(f"{run_dir}: none of its checkpoints verifies ({', '.join(skipped)}; reasons above); "
                               "move them away to start over, or use another --out")
+    return None
 
 
 def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) -> None:
@@ -532,6 +545,14 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
         torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
     if d.main:
         print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
+
+
+def make_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"--out {run_dir}: cannot create it ({e.strerror or e}); choose a writable "
+                              "directory") from None
 
 
 # --------------------------------------------------------------------------------------------- one step
@@ -789,8 +810,6 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
     """Pretrain as `cfg` says; returns the last logged step's figures and the final held-out evaluation.
 
     Rank 0 first proves --out writable and locks it (a second run on it is refused, naming this one's pid)."""
-    from litebert.files import check_output, lock_dir
-
     lock = None
     try:
         if int(os.environ.get("RANK", "0")) == 0:

@@ -22,34 +22,10 @@ from litebert.convert import hf_to_ours, needs_projection, ours_to_hf
 from litebert.errors import CheckpointError, LitebertError
 from litebert.files import atomic_write
 from litebert.hub_cache import resolve_model_path
+from litebert.records import CONFIG_NAME, read_model_config  # noqa: F401 (re-exported)
 
-CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 HEAD_PREFIXES = ("mlm.", "sop.", "classifier.", "qa_outputs.", "answer_class.")
-
-
-def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:
-    """(config, format) of a model directory."""
-    config_path = Path(path) / CONFIG_NAME
-    try:
-        data = json.loads(config_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{config_path}: not found; is {path} a model directory?") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{config_path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise CheckpointError(f"{config_path}: JSON nested too deeply to read") from None
-    except OSError as exc:
-        raise CheckpointError(f"{config_path}: cannot read ({exc.strerror or exc})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{config_path}: expected a JSON object, got {type(data).__name__}")
-    if data.get("model_type") == "albert":
-        return AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
-    if data.get("format") == "litebert":
-        fields = {k: v for k, v in data.items() if k not in ("format", "architecture")}
-        return AlbertConfig.from_dict(fields, source=str(config_path)), "litebert"
-    raise CheckpointError(f"{config_path}: neither a Hugging Face ALBERT config (model_type 'albert') nor a "
-                          "litebert one; for an official albert_config.json use `litebert convert`")
 
 
 def load_tensors(file: str | Path, data: bytes | None = None) -> dict[str, torch.Tensor]:

@@ -276,7 +276,8 @@ class _TokenizerBase:
                      return_offsets: bool = False, return_tensors: str | None = None,
                      num_threads: int | None = None) -> dict:
         """Encode many texts (or pairs). Returns {"input_ids", "token_type_ids", "attention_mask"[, "offsets"]}
-        as lists of lists, or as torch tensors with return_tensors="pt" (then every row must have one length)."""
+        as lists of lists, or as torch tensors (return_tensors="pt") or numpy int64 arrays ("np"); with tensors every
+        row must have one length (pass padding)."""
         if isinstance(texts, str):
             raise ConfigError("batch_encode takes a list of texts; use encode() for a single text")
         if pairs is not None and len(pairs) != len(texts):
@@ -304,8 +305,13 @@ class _TokenizerBase:
                 raise ConfigError("return_tensors='pt' needs rows of one length: pass padding='longest' or "
                                   "'max_length'")
             out = {k: torch.tensor(v, dtype=torch.long) for k, v in out.items()}  # [B, L] ([B, L, 2] offsets)
+        elif return_tensors == "np":  # the ONNX path: no torch needed
+            if len({len(ids) for ids in out["input_ids"]}) > 1:
+                raise ConfigError("return_tensors='np' needs rows of one length: pass padding='longest' or "
+                                  "'max_length'")
+            out = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}  # [B, L] ([B, L, 2] offsets)
         elif return_tensors is not None:
-            raise ConfigError(f"return_tensors={return_tensors!r}: only 'pt' (or None for lists)")
+            raise ConfigError(f"return_tensors={return_tensors!r}: 'pt', 'np' (or None for lists)")
         return out
 
     def _rows(self, texts: Sequence[str], return_offsets: bool, num_threads: int | None) -> tuple[list, list]:

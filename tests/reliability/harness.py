@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -57,15 +58,30 @@ def pretrain_args(tiny, out: Path, **overrides) -> list[str]:
                            for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
-def command(args: list[str], nproc: int = 1, max_restarts: int = 0, program: tuple[str, ...] = ("-m", "litebert")
-            ) -> list[str]:
+def command(args: list[str], nproc: int = 1, max_restarts: int = 0, program: tuple[str, ...] = ("-m", "litebert"),
+            node: tuple[int, int, str] | None = None) -> list[str]:
     """`python -m litebert ARGS`, or the same under torchrun with `nproc` CPU processes (gloo). `program` may
-    name a script instead of the litebert module."""
-    if nproc == 1:
+    name a script instead of the litebert module. `node` = (node rank, node count, host:port): this torchrun is
+    one agent of a multi-node job, meeting the others at a c10d rendezvous on host:port (node 0 hosts it)."""
+    if nproc == 1 and node is None:
         return [sys.executable, *program, *args]
-    # --tee=2: each worker's stderr line comes prefixed with "[default<rank>]:", so tests can tell ranks apart.
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+    where = ["--standalone"]
+    if node is not None:
+        node_rank, nnodes, endpoint = node
+        # join_timeout: an agent whose peer never comes gives up within the test's time limit (default 600 s).
+        where = [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
+                 f"--rdzv-endpoint={endpoint}", "--rdzv-id=litebert-test",
+                 f"--rdzv-conf=is_host={int(node_rank == 0)},join_timeout=120"]
+    # --tee=2: each worker's stderr line comes prefixed with "[default<local rank>]:", so tests can tell ranks apart.
+    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nproc}",
             f"--max-restarts={max_restarts}", "--monitor-interval=0.2", "--tee=2", *program, *args]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def subprocess_env(fault: str | None = None, **extra: str) -> dict[str, str]:
@@ -78,9 +94,11 @@ def subprocess_env(fault: str | None = None, **extra: str) -> dict[str, str]:
 
 
 def start(args: list[str], nproc: int = 1, max_restarts: int = 0, fault: str | None = None,
-          program: tuple[str, ...] = ("-m", "litebert"), **env: str) -> subprocess.Popen:
+          program: tuple[str, ...] = ("-m", "litebert"), node: tuple[int, int, str] | None = None,
+          **env: str) -> subprocess.Popen:
     tag = uuid.uuid4().hex  # marks this process and every worker it starts, to clean up after a hang
-    proc = subprocess.Popen(command(args, nproc, max_restarts, program), env=subprocess_env(fault, LITEBERT_TEST_TAG=tag, **env),
+    proc = subprocess.Popen(command(args, nproc, max_restarts, program, node),
+                            env=subprocess_env(fault, LITEBERT_TEST_TAG=tag, **env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.tag = tag
     return proc

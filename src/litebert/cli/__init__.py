@@ -21,7 +21,7 @@ from litebert.errors import LitebertError, Terminated
 COMMANDS = {"params": "params", "tokenizer": "tokenizer", "data": "data", "pretrain": "pretrain",
             "plot": "pretrain", "finetune": "finetune", "evaluate": "finetune", "predict": "finetune",
             "fill-mask": "finetune", "convert": "convert", "export-onnx": "convert", "bench": "bench",
-            "ablate": "ablate", "demo": "demo"}
+            "ablate": "ablate", "demo": "demo", "serve": "serve"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -23,10 +23,15 @@ def register(sub) -> None:
                         "(default: auto, from the tensor names)")
     c.set_defaults(func=run_convert)
 
-    e = sub.add_parser("export-onnx", help="export a model directory to ONNX, checked in onnxruntime")
-    e.add_argument("model_dir", metavar="DIR", help="litebert or Hugging Face ALBERT model directory")
-    e.add_argument("--task", required=True, choices=list(TASKS), help="which model class and outputs to export")
-    e.add_argument("--out", required=True, help="the .onnx file to write")
+    e = sub.add_parser("export-onnx", help="export a model or run directory to ONNX (graph + tokenizer + config), "
+                                           "checked in onnxruntime")
+    e.add_argument("model_dir", metavar="DIR", help="litebert or Hugging Face ALBERT model directory, or a "
+                                                    "fine-tuning run directory (its best checkpoint)")
+    e.add_argument("--task", choices=list(TASKS), help="which model class and outputs to export (default: the "
+                                                       "directory's own head)")
+    e.add_argument("--out", required=True, help="output folder (gets model.onnx, config.json, the tokenizer and "
+                                                "inference.json), or an .onnx file name (the rest goes beside it)")
+    e.add_argument("--quantize", choices=("int8",), help="onnxruntime dynamic int8 quantization of the graph")
     e.add_argument("--opset", type=int, default=17)
     e.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                    help="torch's TorchScript exporter (default, no extra package) or the dynamo one (needs onnxscript)")
@@ -48,6 +53,6 @@ def run_export(args) -> int:
     from litebert.export import export_onnx
 
     result = export_onnx(args.model_dir, args.out, args.task, opset=args.opset, exporter=args.exporter,
-                         verify=args.verify)
+                         verify=args.verify, quantize=args.quantize)
     print(result.format())
     return 0

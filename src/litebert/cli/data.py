@@ -1,5 +1,6 @@
-"""`litebert data build` (corpus -> token store), `litebert data info` (a store's meta and stats) and
-`litebert data inspect` (label balance and masking of the pretraining examples a store gives)."""
+"""`litebert data build` (corpus -> token store, or one part of it), `litebert data merge` (parts -> one store),
+`litebert data info` (a store's meta and stats) and `litebert data inspect` (label balance and masking of the
+pretraining examples a store gives)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,18 @@ def register(subparsers) -> None:
     build.add_argument("--word-segmenter", choices=("jieba",), default=None,
                        help="whole words from a segmenter (Chinese whole-word masking; needs litebert[zh]) instead "
                             "of the tokenizer's vocab alone")
+    build.add_argument("--shard", metavar="I/N",
+                       help="build only part I (0-based) of N of the store, for N machines; join the parts with "
+                            "`litebert data merge`")
     build.add_argument("--overwrite", action="store_true", help="replace an existing store")
     build.add_argument("--quiet", action="store_true", help="no progress line")
     build.set_defaults(func=_build)
+
+    merge = sub.add_parser("merge", help="make the parts built with --shard one store (moves them into it)")
+    merge.add_argument("parts", nargs="+", metavar="PART", help="all N part directories, in any order")
+    merge.add_argument("--out", required=True, metavar="STORE", help="store directory to write")
+    merge.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    merge.set_defaults(func=_merge)
 
     info = sub.add_parser("info", help="print a store's tokenizer, settings and counts")
     info.add_argument("store", metavar="STORE")
@@ -60,15 +70,22 @@ def register(subparsers) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from litebert.data.merge import build_part, parse_shard
     from litebert.data.store import build_store, format_report
 
+    build = build_store
+    if args.shard is not None:
+        index, count = parse_shard(args.shard)
+
+        def build(inputs, tokenizer, out, **kwargs):
+            return build_part(inputs, tokenizer, out, index, count, **kwargs)
     t0 = time.perf_counter()
 
     def progress(done: int) -> None:
         rate = done / 1e6 / max(time.perf_counter() - t0, 1e-9)
         print(f"\r{done / 1e6:8.1f} MB  {rate:6.2f} MB/s", end="", file=sys.stderr, flush=True)
 
-    store = build_store(
+    store = build(
         args.input, args.tokenizer, args.out, workers=args.workers, validation_fraction=args.validation_fraction,
         on_bad_utf8=args.on_bad_utf8, seed=args.seed, max_sentence_tokens=args.max_sentence_tokens,
         min_doc_tokens=args.min_doc_tokens, min_doc_sentences=args.min_doc_sentences, overwrite=args.overwrite,
@@ -80,6 +97,17 @@ def _build(args: argparse.Namespace) -> int:
     print(format_report(store.stats))
     mb = store.stats["input"]["bytes"] / 1e6
     print(f"wrote      {store.path} in {seconds:.1f} s ({mb / seconds:.2f} MB/s with {args.workers} worker(s))")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from litebert.data.merge import merge_parts
+    from litebert.data.store import format_report
+
+    t0 = time.perf_counter()
+    store = merge_parts(args.parts, args.out, overwrite=args.overwrite)
+    print(format_report(store.stats))
+    print(f"merged     {len(args.parts)} part(s) into {store.path} in {time.perf_counter() - t0:.1f} s")
     return 0
 
 

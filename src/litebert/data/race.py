@@ -96,18 +96,20 @@ def qa_text(question: str, option: str) -> str:
 def encode_race(
     examples: Sequence[RaceExample], tokenizer, max_seq_length: int = 512, max_qa_length: int = 128
 ) -> list[dict]:
-    """Per question: input_ids/token_type_ids/attention_mask as [4][L_c] lists (unpadded), label, level."""
+    """Per question: input_ids/token_type_ids/attention_mask as [C][L_c] lists (unpadded; C = its number of
+    options, 4 in RACE), label, level."""
     qa_texts = [qa_text(ex.question, opt) for ex in examples for opt in ex.options]
     qa_ids = tokenizer.encode_ids_batch(qa_texts) if qa_texts else []
     passages: dict[str, list[int]] = {}
     feats = []
-    for i, ex in enumerate(examples):
+    first = 0  # index in qa_ids of this question's first option
+    for ex in examples:
         if ex.article not in passages:
             passages = {ex.article: tokenizer.encode_ids(ex.article)}  # questions of a passage are adjacent
         passage = passages[ex.article]
         f = {"input_ids": [], "token_type_ids": [], "attention_mask": []}
         for c in range(len(ex.options)):
-            qa = qa_ids[i * NUM_CHOICES + c][-max_qa_length:] if max_qa_length > 0 else []
+            qa = qa_ids[first + c][-max_qa_length:] if max_qa_length > 0 else []
             ctx = passage[: max(0, max_seq_length - 3 - len(qa))]
             ids = [tokenizer.cls_id, *ctx, tokenizer.sep_id, *qa, tokenizer.sep_id]
             f["input_ids"].append(ids)
@@ -117,6 +119,7 @@ def encode_race(
             f["label"] = ex.label
         f["level"] = ex.level
         feats.append(f)
+        first += len(ex.options)
     return feats
 
 

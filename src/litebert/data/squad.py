@@ -279,7 +279,18 @@ def _best_spans(start: np.ndarray, end: np.ndarray, feat: dict, n_best: int, max
     ]
 
 
-def postprocess_predictions(
+@dataclass
+class Answer:
+    """The decoded answer of one question: text = context[start:end] ("" with start = end = None for no answer)."""
+
+    text: str
+    start: int | None
+    end: int | None
+    score: float  # softmax over the n-best span scores (start + end logits), as the official nbest file
+    null_odds: float  # null ([CLS]) score - best span score; > threshold means "no answer" under SQuAD v2.0
+
+
+def decode_answers(
     examples: Sequence[SquadExample],
     features: Sequence[dict],
     start_logits,
@@ -288,18 +299,16 @@ def postprocess_predictions(
     max_answer_length: int = 30,
     null_score_diff_threshold: float = 0.0,
     version_2: bool = False,
-) -> tuple[dict[str, str], dict[str, float]]:
-    """Best answer text per question, sliced from the original context.
+) -> dict[str, Answer]:
+    """The best answer per question, with its character span in the original context.
 
     start_logits/end_logits: per feature, [N][L'] with L' >= the feature's length (padding is ignored).
-    Returns (predictions {qid: text}, null_odds {qid: null score - best span score}). With version_2 a
-    question is answered "" when its null odds exceed null_score_diff_threshold; null_odds is the
-    `na_probs` that metrics.squad_v2 takes for its best-threshold search.
-    """
+    n_best: span candidates kept per feature and question; max_answer_length in tokens; with version_2, a
+    question whose null odds exceed null_score_diff_threshold gets the empty answer."""
     by_example: dict[int, list[int]] = {}
     for i, feat in enumerate(features):
         by_example.setdefault(feat["example_index"], []).append(i)
-    predictions, null_odds = {}, {}
+    answers = {}
     for ex_index, ex in enumerate(examples):
         candidates, min_null = [], None
         for i in by_example.get(ex_index, []):
@@ -310,10 +319,35 @@ def postprocess_predictions(
             min_null = null if min_null is None else min(min_null, null)
             candidates += _best_spans(s_log, e_log, features[i], n_best, max_answer_length)
         candidates.sort(key=lambda c: c[0], reverse=True)
-        best = next(((c, t) for c in candidates[:n_best] if (t := ex.context[c[1] : c[2]].strip())), None)
-        best_score = best[0][3] + best[0][4] if best else 0.0
-        text = best[1] if best else ""
+        top = candidates[:n_best]
+        best = next((c for c in top if ex.context[c[1] : c[2]].strip()), None)
+        best_score = best[3] + best[4] if best else 0.0
         odds = (min_null if min_null is not None else 0.0) - best_score
-        null_odds[ex.qid] = odds
-        predictions[ex.qid] = "" if version_2 and (best is None or odds > null_score_diff_threshold) else text
-    return predictions, null_odds
+        if best is None or (version_2 and odds > null_score_diff_threshold):
+            answers[ex.qid] = Answer("", None, None, 0.0 if best is None else _softmax_share(top, best), odds)
+            continue
+        raw = ex.context[best[1] : best[2]]
+        start = best[1] + len(raw) - len(raw.lstrip())  # the stripped text's own span
+        text = raw.strip()
+        answers[ex.qid] = Answer(text, start, start + len(text), _softmax_share(top, best), odds)
+    return answers
+
+
+def _softmax_share(candidates, best) -> float:
+    scores = np.array([c[0] for c in candidates], dtype=np.float64)
+    weights = np.exp(scores - scores.max())
+    return float(np.exp(best[0] - scores.max()) / weights.sum())
+
+
+def postprocess_predictions(examples: Sequence[SquadExample], features: Sequence[dict], start_logits, end_logits,
+                            **options) -> tuple[dict[str, str], dict[str, float]]:
+    """Best answer text per question, sliced from the original context.
+
+    start_logits/end_logits: per feature, [N][L'] with L' >= the feature's length (padding is ignored).
+    options: n_best, max_answer_length, null_score_diff_threshold, version_2 (see decode_answers).
+    Returns (predictions {qid: text}, null_odds {qid: null score - best span score}). With version_2 a
+    question is answered "" when its null odds exceed null_score_diff_threshold; null_odds is the
+    `na_probs` that metrics.squad_v2 takes for its best-threshold search.
+    """
+    answers = decode_answers(examples, features, start_logits, end_logits, **options)
+    return {q: a.text for q, a in answers.items()}, {q: a.null_odds for q, a in answers.items()}

@@ -293,7 +293,8 @@ class _StoreWriter:
     it is complete, or until it is long enough to be kept, after which the rest of it streams straight through."""
 
     def __init__(self, root: Path, dtype: np.dtype, seed: int, validation_fraction: float, min_doc_tokens: int,
-                 min_doc_sentences: int, shard_tokens: int):
+                 min_doc_sentences: int, shard_tokens: int, doc_offset: int = 0):
+        self.doc_offset = doc_offset  # corpus-wide ordinal of this build's first document (a part of a build)
         self.seed, self.validation_fraction = seed, validation_fraction
         self.min_doc_tokens, self.min_doc_sentences = min_doc_tokens, min_doc_sentences
         self.splits = {name: _SplitWriter(root, name, dtype, shard_tokens) for name in SPLITS}
@@ -363,7 +364,7 @@ class _StoreWriter:
         if self.validation_fraction <= 0:
             self.splits["train"].append(ids, word_starts, lengths, docs)
             return
-        val = _unit_hash(self.seed, docs) < self.validation_fraction  # [S]
+        val = _unit_hash(self.seed, docs + self.doc_offset) < self.validation_fraction  # [S]
         for name, sel in (("train", ~val), ("validation", val)):
             tok = np.repeat(sel, lengths)
             self.splits[name].append(ids[tok], word_starts[tok], lengths[sel], docs[sel])
@@ -391,6 +392,8 @@ def build_store(
     progress: Callable[[int], None] | None = None,
     max_doc_sentences: int = 0,
     word_segmenter: str | None = None,
+    doc_offset: int = 0,
+    part: dict | None = None,
 ) -> "TokenStore":
     """Tokenize `inputs` (files, folders, globs) into a token store at `out`; returns the opened store.
 
@@ -403,6 +406,9 @@ def build_store(
     word_segmenter="jieba": whole words come from segmenting the text (Chinese whole-word masking; needs jieba)
     instead of from the tokenizer's vocab alone; the store's word-start flags hold those word boundaries.
     The build's report is in `store.stats` (also stats.json); `progress(bytes_done)` is called after each chunk.
+    A part of a build made by many machines (litebert.data.merge) passes `doc_offset`, the corpus-wide ordinal of
+    its first document (the validation split hashes those), and `part`, recorded in meta.json; a part may hold no
+    document (the merged store is checked instead).
     """
     if not 0.0 <= validation_fraction < 1.0:
         raise CorpusError(f"validation_fraction={validation_fraction}: must be in [0, 1)")
@@ -439,7 +445,7 @@ def build_store(
         tmp.mkdir()
         try:
             writer = _StoreWriter(tmp, dtype, seed, validation_fraction, min_doc_tokens, min_doc_sentences,
-                                  shard_tokens)
+                                  shard_tokens, doc_offset)
             # one worker: tokenize in this process with the tokenizer already loaded; more: each worker loads it
             initargs = (tok if workers == 1 else tokenizer, dtype.str, max_sentence_tokens, word_segmenter)
             encoded = _ordered_map(_encode_chunk, reader.chunks(), workers, initargs, inflight=2 * workers)
@@ -449,12 +455,8 @@ def build_store(
                     progress(writer.num_bytes)
             splits = writer.finish()
             stats = _build_stats(reader, writer, splits, on_bad_utf8)
-            if stats["kept"]["documents"] == 0:
-                raise CorpusError(f"empty corpus: no document with tokens in {len(reader.files)} input file(s) "
-                                  f"({_skips_line(stats)})")
-            if splits["train"]["documents"] == 0:
-                raise CorpusError(f"all {stats['kept']['documents']} document(s) went to the validation split "
-                                  f"(lower --validation-fraction {validation_fraction})")
+            if part is None:
+                check_usable(stats, validation_fraction)
             meta = {
                 "format": FORMAT,
                 "version": VERSION,
@@ -473,6 +475,8 @@ def build_store(
                 },
                 "splits": splits,
             }
+            if part is not None:
+                meta["part"] = {**part, "documents_read": reader.stats.documents}
             tok.save_pretrained(tmp / "tokenizer")
             _write_json(tmp / "stats.json", stats)
             _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
@@ -522,10 +526,7 @@ def _build_stats(reader: CorpusReader, writer: _StoreWriter, splits: dict, on_ba
             "empty_sentences": {"count": writer.empty_sentences, "why": "line produced no token"},
             "bad_utf8_lines": {"count": rs.bad_utf8_lines, "why": f"invalid UTF-8 ({bad_action})"},
         },
-        "warnings": [
-            f"the validation split is empty: {splits['train']['documents']} document(s) and validation fraction "
-            f"{writer.validation_fraction} left none (use more documents or --validation-fraction 0)"
-        ] if writer.validation_fraction > 0 and splits["validation"]["documents"] == 0 else [],
+        "warnings": split_warnings(splits, writer.validation_fraction),
         "changed": {
             "long_sentences_cut": {"count": writer.long_sentences,
                                    "why": "sentence longer than max_sentence_tokens, cut at word starts"},
@@ -533,6 +534,23 @@ def _build_stats(reader: CorpusReader, writer: _StoreWriter, splits: dict, on_ba
                                    "why": "plain-text document longer than max_doc_sentences, cut into pieces"},
         },
     }
+
+
+def check_usable(stats: dict, validation_fraction: float) -> None:
+    """A store must keep a document, and one for training."""
+    if stats["kept"]["documents"] == 0:
+        raise CorpusError(f"empty corpus: no document with tokens in {stats['input']['files']} input file(s) "
+                          f"({_skips_line(stats)})")
+    if stats["splits"]["train"]["documents"] == 0:
+        raise CorpusError(f"all {stats['kept']['documents']} document(s) went to the validation split "
+                          f"(lower --validation-fraction {validation_fraction})")
+
+
+def split_warnings(splits: dict, validation_fraction: float) -> list[str]:
+    if validation_fraction > 0 and splits["validation"]["documents"] == 0:
+        return [f"the validation split is empty: {splits['train']['documents']} document(s) and validation fraction "
+                f"{validation_fraction} left none (use more documents or --validation-fraction 0)"]
+    return []
 
 
 def _skips_line(stats: dict) -> str:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import numpy as np
+
 from litebert.errors import ConfigError, DataFormatError, where
 
 logger = logging.getLogger(__name__)
@@ -506,20 +508,26 @@ def encode_examples(
     return feats
 
 
+def feature_length(f: dict) -> int:
+    ids = f["input_ids"]
+    return max(len(r) for r in ids) if ids and isinstance(ids[0], list) else len(ids)
+
+
 # Pad value per padded key; "input_ids" pads with the tokenizer's pad id.
 PAD_VALUES = {"token_type_ids": 0, "attention_mask": 0, "p_mask": 1, "labels": -100}
 MODEL_KEYS = ("input_ids", "token_type_ids", "attention_mask", "p_mask", "labels", "label",
               "start_positions", "end_positions", "is_impossible")  # fmt: skip
 
 
-def pad_features(features: Sequence[dict], pad_id: int) -> dict:
+def pad_features(features: Sequence[dict], pad_id: int, return_tensors: str = "pt") -> dict:
     """Collate unpadded feature dicts into tensors, padding to the longest in the batch.
 
     Keys in MODEL_KEYS become tensors: lists are padded ([B, L]; RACE's per-choice lists give [B, C, L]),
     scalars stacked ([B]; float labels stay float). Other keys (offsets, ids, ...) stay Python lists.
+    return_tensors: "pt" (torch) or "np" (numpy int64 / float32: the ONNX path, which needs no torch).
     """
-    import torch
-
+    if return_tensors not in ("pt", "np"):
+        raise ConfigError(f"return_tensors={return_tensors!r}: use 'pt' or 'np'")
     out: dict[str, Any] = {}
     for key in features[0]:
         values = [f[key] for f in features]
@@ -528,15 +536,18 @@ def pad_features(features: Sequence[dict], pad_id: int) -> dict:
             continue
         first = values[0]
         if not isinstance(first, list):
-            out[key] = torch.tensor(values, dtype=torch.float32 if isinstance(first, float) else torch.long)
-            continue
-        if first and isinstance(first[0], float):  # multi-hot labels: fixed length, no padding
-            out[key] = torch.tensor(values, dtype=torch.float32)
-            continue
-        pad = pad_id if key == "input_ids" else PAD_VALUES.get(key, 0)
-        nested = bool(first) and isinstance(first[0], list)  # [C][L] per example (multiple choice)
-        rows = [r for v in values for r in v] if nested else values
-        width = max(len(r) for r in rows)
-        padded = torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long)
-        out[key] = padded.view(len(values), len(first), width) if nested else padded
+            out[key] = np.asarray(values, dtype=np.float32 if isinstance(first, float) else np.int64)
+        elif first and isinstance(first[0], float):  # multi-hot labels: fixed length, no padding
+            out[key] = np.asarray(values, dtype=np.float32)
+        else:
+            pad = pad_id if key == "input_ids" else PAD_VALUES.get(key, 0)
+            nested = bool(first) and isinstance(first[0], list)  # [C][L] per example (multiple choice)
+            rows = [r for v in values for r in v] if nested else values
+            width = max(len(r) for r in rows)
+            padded = np.asarray([r + [pad] * (width - len(r)) for r in rows], dtype=np.int64)
+            out[key] = padded.reshape(len(values), len(first), width) if nested else padded
+    if return_tensors == "pt":
+        import torch
+
+        out = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in out.items()}
     return out

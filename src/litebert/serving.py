@@ -1,0 +1,303 @@
+"""`litebert serve`: a JSON HTTP API over a model directory (FastAPI on uvicorn; `pip install litebert[serve]`).
+
+Why FastAPI + uvicorn: both are widely used and actively maintained; FastAPI validates request bodies with
+pydantic, so a bad field comes back as a 422 that names it, and it publishes an OpenAPI schema (/openapi.json,
+/docs) built from the same models; uvicorn gives the graceful shutdown we need (on SIGTERM it stops accepting,
+lets in-flight requests finish, then runs our shutdown, which drains the batch queue) and multi-process
+workers. LitServe (itself built on FastAPI + uvicorn) would add its own batching and process model in between;
+ours is a small loop (`litebert.batching`) we can test and measure, over the same pipeline the Python API uses.
+
+Endpoints:
+    POST /predict   {"inputs": [item, ...], "parameters": {...}} -> {"outputs": [result, ...]}
+                    items and results as `litebert.pipeline` for the directory's task
+    POST /embed     {"inputs": [{"text": ...}], "parameters": {"pooling": "mean"|"cls", "normalize": bool}}
+                    (PyTorch backends: the task model's own encoder)
+    GET  /health    200 while the process runs
+    GET  /ready     200 when the model is loaded and warmed up, 503 before that and while draining
+    GET  /info      task, labels, limits, batching settings and counters
+
+Errors are JSON {"error": ..., "fields": [{"field": "inputs.0.text", "message": ...}]}: 422 for a bad body (missing
+or wrong-typed field, text too long, empty list, a field of another task), 413 for a body over the size limit,
+504 past the per-request timeout, 500 when the model fails (the server keeps serving).
+"""
+
+import asyncio
+import json
+import os
+import time
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from typing import Annotated, Literal
+
+from litebert.errors import ConfigError, LitebertError
+
+ENV_CONFIG = "LITEBERT_SERVE_CONFIG"  # how --workers N passes the settings to each worker process
+
+
+@dataclass
+class ServeConfig:
+    model: str
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    backend: str = "fp32"  # fp32 | bf16 | onnx
+    onnx_file: str | None = None
+    batching: bool = True
+    max_batch_size: int = 32  # items per model call
+    max_wait_ms: float = 5.0  # how long the first request of a batch waits for company
+    max_items: int = 64  # items per request
+    max_text_chars: int = 20_000  # per text field
+    max_request_bytes: int = 1_000_000
+    timeout_s: float = 30.0  # per request, queueing included
+    threads: int | None = None  # torch / onnxruntime intra-op threads
+    graceful_s: float = 30.0  # how long SIGTERM waits for in-flight requests
+
+    def check(self) -> "ServeConfig":
+        positive = ("port", "workers", "max_batch_size", "max_items", "max_text_chars", "max_request_bytes")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        from litebert.pipelines import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        for name in ("max_wait_ms", "timeout_s", "graceful_s"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        return self
+
+
+def _require_fastapi():
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise ConfigError("litebert serve needs FastAPI and uvicorn: pip install 'litebert[serve]'") from None
+
+
+def request_models(task: str, max_items: int, max_chars: int):
+    """The request model for `task`: pydantic classes that forbid unknown fields, so a field of
+    another task is an error that names it. Built per server because the limits are settings."""
+    from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+
+    Text = Annotated[str, StringConstraints(min_length=1, max_length=max_chars)]
+    strict = ConfigDict(extra="forbid")
+
+    class TextItem(BaseModel):
+        model_config = strict
+        text: Text
+
+    class PairItem(TextItem):
+        text_pair: Text | None = None
+
+    class QAItem(BaseModel):
+        model_config = strict
+        question: Text
+        context: Text
+
+    class ChoiceItem(BaseModel):
+        model_config = strict
+        context: Text
+        question: Text
+        options: Annotated[list[Text], Field(min_length=2, max_length=16)]
+
+    class NoParams(BaseModel):
+        model_config = strict
+
+    class TokenParams(NoParams):
+        aggregate: Literal["entities", "words"] = "entities"
+
+    class QAParams(NoParams):
+        null_threshold: float = 0.0
+
+    class MaskParams(NoParams):
+        top_k: Annotated[int, Field(ge=1, le=100)] = 5
+
+    class EmbedParams(NoParams):
+        pooling: Literal["mean", "cls"] = "mean"
+        normalize: bool = False
+
+    item, params = {"text-classification": (PairItem, NoParams), "token-classification": (TextItem, TokenParams),
+                    "question-answering": (QAItem, QAParams), "multiple-choice": (ChoiceItem, NoParams),
+                    "fill-mask": (TextItem, MaskParams), "embeddings": (TextItem, EmbedParams)}[task]
+
+    name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
+    return create_model(name, __config__=strict,
+                        inputs=(Annotated[list[item], Field(min_length=1, max_length=max_items)], ...),
+                        parameters=(params, params()))
+
+
+def build_pipeline(cfg: ServeConfig):
+    from litebert.pipelines import pipeline
+
+    return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
+                    threads=cfg.threads)
+
+
+def _item_to_pipeline(task: str, item: dict):
+    """A validated request item -> the pipeline's input form."""
+    if task == "text-classification":
+        return item["text"] if item.get("text_pair") is None else (item["text"], item["text_pair"])
+    if task in ("token-classification", "fill-mask", "embeddings"):
+        return item["text"]
+    return item
+
+
+def create_app(cfg: ServeConfig, pipe=None):
+    """The FastAPI app. `pipe`: an already-built pipeline (else built from cfg at startup)."""
+    _require_fastapi()
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+
+    from litebert.batching import Batcher
+    from litebert.records import read_record
+
+    _, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
+    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time()}
+
+    def runner(pipe_):
+        def run(items, params):
+            return pipe_(items, **params)
+        return run
+
+    @asynccontextmanager
+    async def lifespan(app):
+        main = pipe or await asyncio.to_thread(build_pipeline, cfg)
+        state["pipes"] = {main.task: main}
+        try:
+            state["pipes"]["embeddings"] = main.embeddings()
+        except ConfigError:
+            pass  # an ONNX task graph has no encoder output: /embed answers 404
+        for task, p in state["pipes"].items():
+            await asyncio.to_thread(p, WARMUP[task])  # first call pays one-off costs, not a user's request
+            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching)
+            batcher.start()
+            state["batchers"][task] = batcher
+        state["ready"] = True
+        yield
+        state["ready"] = False
+        for batcher in state["batchers"].values():
+            await batcher.close()
+
+    app = FastAPI(title="litebert", version=_version(), lifespan=lifespan,
+                  description=f"{record.task} ({record.finetune_task or record.architecture}) from {cfg.model}")
+    app.state.serve = state
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        if request.method == "POST":
+            length = request.headers.get("content-length")
+            if length is None:
+                return _error(411, "a Content-Length header is required", "body")
+            if not length.isdigit() or int(length) > cfg.max_request_bytes:
+                return _error(413, f"request body of {length} bytes is over the limit of {cfg.max_request_bytes}",
+                              "body")
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        fields = [{"field": ".".join(str(p) for p in e["loc"][1:]) or "body", "message": e["msg"]}
+                  for e in exc.errors()]
+        return JSONResponse({"error": "invalid request: " + "; ".join(f"{f['field']}: {f['message']}"
+                                                                      for f in fields), "fields": fields},
+                            status_code=422)
+
+    async def answer(task: str, body) -> dict:
+        if not state["ready"]:
+            return _error(503, "not ready (loading or shutting down)", None)
+        items = [_item_to_pipeline(task, i.model_dump()) for i in body.inputs]
+        params = body.parameters.model_dump()
+        try:
+            outputs = await asyncio.wait_for(state["batchers"][task].submit(items, params), cfg.timeout_s)
+        except asyncio.TimeoutError:
+            return _error(504, f"no answer within the {cfg.timeout_s} s request timeout", None)
+        except LitebertError as exc:  # input the model cannot take (e.g. fill-mask without [MASK])
+            return _error(422, str(exc), "inputs")
+        except Exception as exc:  # the model failed: this request gets a 500, the server goes on
+            return _error(500, f"model failure: {type(exc).__name__}: {exc}", None)
+        return {"outputs": outputs}
+
+    PredictRequest = request_models(record.task, cfg.max_items, cfg.max_text_chars)
+    EmbedRequest = request_models("embeddings", cfg.max_items, cfg.max_text_chars)
+
+    @app.post("/predict", summary=f"{record.task} for the served model")
+    async def predict(body: PredictRequest):
+        return await answer(record.task, body)
+
+    @app.post("/embed", summary="sentence embeddings from the served model's encoder")
+    async def embed(body: EmbedRequest):
+        if state["ready"] and "embeddings" not in state["batchers"]:
+            return _error(404, "this server has no encoder output (an ONNX task graph); serve a 'base' export", None)
+        return await answer("embeddings", body)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/ready")
+    async def ready():
+        if not state["ready"]:
+            return JSONResponse({"ready": False}, status_code=503)
+        return {"ready": True, "task": record.task}
+
+    @app.get("/info")
+    async def info():
+        return {"task": record.task, "record": record.to_dict(), "backend": cfg.backend,
+                "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
+                "model_calls": {t: b.batches for t, b in state["batchers"].items()}}
+
+    return app
+
+
+# One short input per task, run once at startup.
+WARMUP = {"text-classification": ["warm up"], "token-classification": ["warm up"],
+          "question-answering": [{"question": "what?", "context": "warm up"}],
+          "multiple-choice": [{"context": "warm up", "question": "what?", "options": ["a", "b"]}],
+          "fill-mask": ["warm [MASK]"], "embeddings": ["warm up"]}
+
+
+def _error(status: int, message: str, field: str | None):
+    from fastapi.responses import JSONResponse
+
+    body = {"error": message, "fields": [{"field": field, "message": message}] if field else []}
+    return JSONResponse(body, status_code=status)
+
+
+def _version() -> str:
+    from litebert import __version__
+
+    return __version__
+
+
+def app_from_env():
+    """uvicorn's factory for --workers N: each worker process builds its own app (and model) from the env."""
+    return create_app(ServeConfig(**json.loads(os.environ[ENV_CONFIG])).check())
+
+
+def serve(cfg: ServeConfig) -> None:
+    """Run the server until SIGINT/SIGTERM; in-flight requests finish first (up to cfg.graceful_s)."""
+    cfg.check()
+    _require_fastapi()
+    import uvicorn
+
+    options = dict(host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=cfg.graceful_s)
+    if cfg.workers > 1:
+        os.environ[ENV_CONFIG] = json.dumps(asdict(cfg))
+        uvicorn.run("litebert.serving:app_from_env", factory=True, workers=cfg.workers, **options)
+        return
+    app = create_app(cfg, pipe=build_pipeline(cfg))  # a bad directory fails here, as a CLI error, not in uvicorn
+    _draining_server(uvicorn.Config(app, **options), app.state.serve).run()
+
+
+def _draining_server(config, state: dict):
+    """A uvicorn.Server that, on SIGTERM/SIGINT, turns /ready to 503 at once (so a load balancer stops sending)
+    before uvicorn's own graceful shutdown lets in-flight requests finish."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        def handle_exit(self, sig, frame):
+            state["ready"] = False
+            super().handle_exit(sig, frame)
+
+    return DrainingServer(config)
