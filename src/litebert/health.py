@@ -68,12 +68,16 @@ def is_collapsed(health: dict[str, float]) -> bool:
     return health.get("health_spread", 1.0) < COLLAPSE_SPREAD
 
 
-def warn_collapsed(health: dict[str, float], where: str) -> None:
-    """Print the collapse warning to stderr (every time: a warnings.warn would show once per process)."""
+def warn_collapsed(health: dict[str, float], where: str, early: bool = False) -> None:
+    """Print the collapse warning to stderr (every time: a warnings.warn would show once per process). `early`:
+    during pretraining, where most runs pass through a collapse in their first few hundred updates."""
+    advice = ("most runs pass through this in their first few hundred updates; it is a problem if it lasts "
+              "(see docs/recipes.md)" if early else
+              "fine-tuning from it tends to stay at the majority class; pretrain longer or with the recipe of "
+              "docs/recipes.md")
     print(f"litebert: warning: {where}: the model's representations are collapsed (health_spread "
-          f"{health['health_spread']:.2g} < {COLLAPSE_SPREAD}: all inputs get nearly the same hidden state). Its MLM "
-          "predicts little beyond word frequencies, and fine-tuning from it tends to stay at the majority class; "
-          "pretrain longer or with the recipe of docs/recipes.md", file=sys.stderr, flush=True)
+          f"{health['health_spread']:.2g} < {COLLAPSE_SPREAD}: all inputs get nearly the same hidden state, and the "
+          f"MLM predicts little beyond word frequencies); {advice}", file=sys.stderr, flush=True)
 
 
 def store_health_batch(store, max_seq_length: int, size: int = HEALTH_BATCH) -> dict[str, torch.Tensor]:

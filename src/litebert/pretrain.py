@@ -937,7 +937,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
             if health_batch is not None:
                 last.update(representation_health(run.raw_model.albert, health_batch))
                 if is_collapsed(last) and not collapse_warned:
-                    warn_collapsed(last, f"step {run.step}")
+                    warn_collapsed(last, f"step {run.step}", early=True)
                     collapse_warned = True
             log.write(last)
             bar(last)
