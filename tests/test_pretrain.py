@@ -82,7 +82,7 @@ def test_skip_policy_leaves_weights_and_optimizer_alone(tiny_data, tmp_path, mon
 
 BAD_OPTIONS = [
     (dict(steps=0), r"--steps 0: must be >= 1"),
-    (dict(lr=float("nan")), r"--lr nan: must be a positive number"),
+    (dict(lr=float("nan")), r"--lr nan: must be a finite number"),
     (dict(batch_size=12), r"--batch-size 12 is not a multiple of --micro-batch-size 8"),
     (dict(max_seq_length=256), r"--max-seq-length exceeds the model's max_position_embeddings 128"),
     (dict(phases="0.5:32,0.4:64"), r"--phases '0.5:32,0.4:64': fractions must be positive and sum to 1"),
@@ -249,6 +249,94 @@ def test_a_training_state_that_is_not_ours_is_refused(tiny_data, finished_run, t
     (ckpt / "COMMIT").write_text(json.dumps(manifest))
     assert cli_main(pretrain_args(tiny_data, run, steps=4)) == 2
     assert "trainer_state.pt: not a litebert pretraining state (missing ['optimizer'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------- resources
+
+
+@pytest.mark.parametrize("field, value", [("max_position_embeddings", 10 ** 9), ("intermediate_size", 10 ** 10)])
+def test_a_config_too_big_for_memory_is_refused_before_allocating(tiny_data, tmp_path, capsys, field, value):
+    """An absurd but well-typed size: exit 2 naming the field, before the allocator is asked (it used to fail
+    there with a traceback)."""
+    model = tmp_path / "huge.json"
+    model.write_text(json.dumps({**json.loads(tiny_data[2].read_text()), field: value}))
+    assert cli_main(pretrain_args(tiny_data, tmp_path / "run", model=model)) == 2
+    err = capsys.readouterr().err
+    assert f"config field '{field}' = {value}: training would need at least" in err and "Traceback" not in err, err
+    assert not list((tmp_path / "run").glob("checkpoint-*"))
+
+
+@pytest.mark.parametrize("field, value", [("vocab_size", 10 ** 8), ("num_hidden_layers", 10 ** 9),
+                                          ("intermediate_size", 10 ** 10), ("max_position_embeddings", 10 ** 9)])
+def test_the_memory_estimate_names_the_field_that_does_not_fit(field, value):
+    import torch as _torch
+
+    from litebert.config import AlbertConfig
+    from litebert.errors import ConfigError
+    from litebert.memory import check_training_memory, training_bytes
+
+    base = AlbertConfig.from_preset("albert-base")
+    assert training_bytes(base, 32, 128, 20) < 8 << 30  # albert-base at micro-batch 32 fits in 8 GiB
+    huge = base.replace(**{field: value})
+    with pytest.raises(ConfigError, match=f"config field '{field}' = {value}: training would need at least"):
+        check_training_memory(huge, 32, 128, 20, False, _torch.device("cpu"), "model.json")
+
+
+def test_out_of_memory_in_a_step_says_what_to_lower(tiny_data, tmp_path, capsys, monkeypatch):
+    """A real allocator failure inside step 2 (LITEBERT_FAULT=oom:1 asks for 4 EiB): exit 2 with the step and the
+    two options that lower memory, no traceback."""
+    monkeypatch.setenv("LITEBERT_FAULT", "oom:1")
+    assert cli_main(pretrain_args(tiny_data, tmp_path / "run")) == 2
+    err = capsys.readouterr().err
+    assert "litebert: error: step 2: out of memory (" in err and "Traceback" not in err
+    assert "lower --micro-batch-size (now 8;" in err and "--gradient-checkpointing" in err
+
+
+def damaged_store(tiny_data, tmp_path, legacy: bool) -> Path:
+    """A copy of the store whose first train shard holds token id 60000 (the vocab has 500) every 7 tokens;
+    `legacy`: meta.json without the checksums and maximum ids (a store built before they were recorded)."""
+    import numpy as np
+
+    store = tmp_path / "store"
+    shutil.copytree(tiny_data[0], store)
+    tokens = store / "train" / "00000.tokens.bin"
+    ids = np.fromfile(tokens, dtype="<u2")
+    ids[::7] = 60000
+    ids.tofile(tokens)
+    if legacy:
+        meta = json.loads((store / "meta.json").read_text())
+        for split in meta["splits"].values():
+            for shard in split["shards"]:
+                shard.pop("sha256"), shard.pop("max_token_id")
+        (store / "meta.json").write_text(json.dumps(meta))
+    return store
+
+
+@pytest.mark.parametrize("legacy, message", [
+    (False, r"train/00000.tokens.bin: sha256 differs from meta.json: the shard is corrupt"),
+    (True, r"train/00000.tokens.bin: holds token id 60000, outside the model's vocabulary of 500"),
+], ids=["checksum", "max-id"])
+def test_a_store_with_token_ids_outside_the_vocab_is_refused_at_start(tiny_data, tmp_path, capsys, legacy, message):
+    store = damaged_store(tiny_data, tmp_path, legacy)
+    assert cli_main(pretrain_args(tiny_data, tmp_path / "run", data=store)) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err, err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()  # refused before the first step
+
+
+def test_the_store_records_each_shards_checksums_and_largest_id(tiny_data):
+    import hashlib
+
+    import numpy as np
+
+    store = tiny_data[0]
+    meta = json.loads((store / "meta.json").read_text())
+    for split in meta["splits"].values():
+        for shard in split["shards"]:
+            tokens = np.fromfile(store / f"{shard['name']}.tokens.bin", dtype=meta["dtype"])
+            assert shard["max_token_id"] == int(tokens.max()) < meta["tokenizer"]["vocab_size"]
+            for kind, digest in shard["sha256"].items():
+                assert hashlib.sha256((store / f"{shard['name']}.{kind}").read_bytes()).hexdigest() == digest
 
 
 # --------------------------------------------------------------------------------------------- budgets

@@ -181,3 +181,35 @@ def test_one_huge_document_suggests_max_doc_sentences(en_tokenizer_dir, tmp_path
     assert "1 document(s) of 1,200 sentences on average" in capsys.readouterr().out
     assert cli_main(args + ["--out", str(tmp_path / "cut"), "--max-doc-sentences", "100"]) == 0
     assert "--max-doc-sentences" not in capsys.readouterr().out
+
+
+def test_overwrite_replaces_only_a_store(corpus, en_tokenizer_dir, tmp_path):
+    """--overwrite deletes a store it replaces, and nothing else: a folder that is not a store is refused intact."""
+    mine = tmp_path / "thesis"
+    mine.mkdir()
+    (mine / "chapter1.tex").write_text("years of work\n")
+    with pytest.raises(CorpusError, match=r"thesis: --overwrite replaces only a token store, and this is not one"):
+        build_store(corpus / "a.txt", en_tokenizer_dir, mine, overwrite=True)
+    assert (mine / "chapter1.tex").read_text() == "years of work\n"
+
+
+def test_a_killed_builds_temp_folder_is_removed_by_the_next_build(corpus, en_tokenizer_dir, tmp_path):
+    """A build killed mid-way leaves .STORE.tmp-PID/; the next build of that store removes it once the pid is
+    gone (a live pid's folder is left alone)."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)  # that process has exited
+    stale = tmp_path / f".s.tmp-{dead_pid}"
+    (stale / "train").mkdir(parents=True)
+    (stale / "train" / "00000.tokens.bin").write_bytes(b"\0" * 1000)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        busy = tmp_path / f".s.tmp-{alive.pid}"
+        busy.mkdir()
+        build_store(corpus / "a.txt", en_tokenizer_dir, tmp_path / "s", validation_fraction=0)
+        assert not stale.exists() and busy.is_dir()
+    finally:
+        alive.kill()
+        alive.wait()

@@ -23,8 +23,8 @@ states as tensors, data position as ints) through `save_state`, which `load_stat
 
 from __future__ import annotations
 
-import errno
 import hashlib
+import io
 import json
 import logging
 import numbers
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from litebert.errors import CheckpointError, ConfigError
-from litebert.files import fsync_dir
+from litebert.files import disk_error, fsync_dir, reason, write_through
 
 # torch and safetensors are imported inside the functions that need them: finding and cleaning checkpoints
 # (the CLI's `--resume auto`, the crash tests' subprocesses) should not pay for importing torch.
@@ -61,10 +61,12 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, writers: Mapping[str,
     `writers` maps a file name to a function that writes that one file at the path it is given (for example
     `lambda p: save_safetensors(p, weights)`). If checkpoint-{step} exists it is replaced. Afterwards complete
     checkpoints with a lower step are deleted until `keep` remain, the new one included (None keeps all).
-    An OSError (disk full, read-only or permission denied) removes the partial save and becomes a
-    CheckpointError; any other exception from a writer also removes it and propagates unchanged.
+    A disk error (full, read-only, permission denied; also when safetensors or torch report it as their own
+    exception) removes the partial save and becomes a CheckpointError; any other exception from a writer also
+    removes it and propagates unchanged.
     """
     run_dir = Path(run_dir)
+    path = run_dir
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
         raise ConfigError(f"step: must be an integer >= 0, got {step!r}")
     step = int(step)
@@ -92,12 +94,17 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, writers: Mapping[str,
         aside = _move_into_place(tmp, final)
         committed = True
         fsync_dir(run_dir)
-    except OSError as e:
-        if committed:
+    except Exception as e:
+        err = e if isinstance(e, OSError) else disk_error(e)
+        if committed and err is not None:
             raise CheckpointError(f"{run_dir}: {final.name} was written but syncing the directory failed ({e}); "
                                   "it may not survive a power loss") from e
         _remove_tree(tmp)
-        raise CheckpointError(_save_error_message(run_dir, step, e)) from e
+        if err is None:
+            raise
+        if err.filename is None:  # torch's and safetensors' errors do not say which file; the one being written
+            err.filename = str(path)
+        raise CheckpointError(_save_error_message(run_dir, step, err)) from e
     except BaseException:
         _remove_tree(tmp)
         raise
@@ -196,18 +203,8 @@ def _remove_tree(path: Path) -> None:
         log.warning("could not remove %s: %s (cleanup_incomplete will retry)", path, e)
 
 
-_ERRNO_REASONS = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is exceeded",
-    errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-}
-
-
 def _save_error_message(run_dir: Path, step: int, e: OSError) -> str:
-    reason = _ERRNO_REASONS.get(e.errno, e.strerror or type(e).__name__)
-    return (f"{e.filename or run_dir}: could not save checkpoint-{step}: {reason} ({e}). Nothing was committed and "
+    return (f"{e.filename or run_dir}: could not save checkpoint-{step}: {reason(e)} ({e}). Nothing was committed and "
             f"earlier checkpoints in {run_dir} are intact; free some space or choose a writable run directory")
 
 
@@ -224,6 +221,11 @@ def _checkpoint_dirs(run_dir: Path) -> list[tuple[int, Path]]:
         if match and entry.is_dir():
             found.append((int(match.group(1)), Path(entry.path)))
     return sorted(found)
+
+
+def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """Every checkpoint-N directory of `run_dir` (complete or not), oldest first."""
+    return [path for _, path in _checkpoint_dirs(Path(run_dir))]
 
 
 def validate_checkpoint(path: str | os.PathLike, verify: bool = False) -> dict[str, Any]:
@@ -265,6 +267,33 @@ def validate_checkpoint(path: str | os.PathLike, verify: bool = False) -> dict[s
                 if _hash_stream(f)[1] != info.get("sha256"):
                     raise CheckpointError(f"{file}: sha256 differs from {commit}: the file is corrupt")
     return manifest
+
+
+def read_verified(path: str | os.PathLike, names: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """Check every file of a complete checkpoint against the sha256 in its COMMIT while reading it once; return
+    the bytes of the files in `names` (the others are hashed and dropped), so they are loaded from what was
+    checked. A missing, resized, unreadable or changed file raises CheckpointError naming it."""
+    path = Path(path)
+    commit = path / COMMIT
+    manifest = validate_checkpoint(path)
+    kept = {}
+    for name, info in manifest["files"].items():
+        file = path / name
+        try:
+            with open(file, "rb") as f:
+                if name in names:  # one read into one buffer, hashed there: no chunk list to join
+                    kept[name] = f.read()
+                    digest = hashlib.sha256(kept[name]).hexdigest()
+                else:
+                    digest = _hash_stream(f)[1]
+        except OSError as e:
+            raise CheckpointError(f"{file}: unreadable ({e.strerror or e})") from None
+        if digest != info.get("sha256"):
+            raise CheckpointError(f"{file}: sha256 differs from {commit}: the file is corrupt")
+    missing = [n for n in names if n not in kept]
+    if missing:
+        raise CheckpointError(f"{commit}: does not list {missing}; not a checkpoint of this kind")
+    return kept
 
 
 def _is_complete(path: Path) -> bool:
@@ -366,11 +395,12 @@ def save_state(path: str | os.PathLike, obj: Any) -> None:
         _check_loadable(obj, "state")
     except TypeError as e:
         raise CheckpointError(f"{path}: cannot save training state: {e}") from None
-    torch.save(obj, path)
+    write_through(Path(path), lambda f: torch.save(obj, f))  # a full disk raises its OSError, not torch's
 
 
-def load_state(path: str | os.PathLike) -> Any:
+def load_state(path: str | os.PathLike, data: bytes | None = None) -> Any:
     """Load a `save_state` file onto the CPU with weights_only=True. Any failure becomes a CheckpointError.
+    `data`: the file's bytes when the caller has read (and checked) them already.
 
     weights_only refuses every pickle global outside tensors and plain containers, so a crafted file is
     rejected without running its code (torch >= 2.6, which pyproject requires: CVE-2025-32434).
@@ -378,10 +408,10 @@ def load_state(path: str | os.PathLike) -> Any:
     import torch
 
     path = Path(path)
-    if not path.is_file():
+    if data is None and not path.is_file():
         raise CheckpointError(f"{path}: training-state file not found")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # truncated zip (RuntimeError), empty file (EOFError), refused global (UnpicklingError)
         detail = (str(e).strip().splitlines() or [""])[0][:300]
         raise CheckpointError(f"{path}: cannot load training state ({type(e).__name__}: {detail}). The file is "
@@ -406,7 +436,11 @@ def save_safetensors(path: str | os.PathLike, tensors: Mapping[str, Any],
         raise CheckpointError(f"{path}: safetensors metadata must map str to str; bad entries: {bad}")
     try:
         save_file({name: t.contiguous() for name, t in tensors.items()}, os.fspath(path), metadata=meta)
-    except (RuntimeError, ValueError) as e:
+    except Exception as e:
+        if disk_error(e) is not None:
+            raise  # a full or read-only disk: the caller's atomic save reports it with its reason
+        if not isinstance(e, (RuntimeError, ValueError)):
+            raise
         raise CheckpointError(f"{path}: cannot save tensors: {e}") from e
 
 

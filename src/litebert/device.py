@@ -13,14 +13,41 @@ from pathlib import Path
 
 import torch
 
-from litebert.errors import TrainingError
+from litebert.errors import ConfigError, TrainingError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A failed allocation: torch.OutOfMemoryError (CUDA), MemoryError, or the CPU allocator's RuntimeError."""
+    return (isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+            or "can't allocate memory" in str(exc) or "out of memory" in str(exc).lower())
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
+def check_device(name: str) -> torch.device:
+    """torch.device(name), refused (ConfigError naming --device) when this torch build or machine cannot use it."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"--device {name!r}: not a device torch knows (e.g. cpu, cuda, cuda:1, mps)") from None
+    if device.type == "cuda":
+        if torch.version.cuda is None:
+            raise ConfigError(f"--device {name}: this torch build ({torch.__version__}) has no CUDA support; "
+                              "use --device cpu or install a CUDA build of torch")
+        if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
+            raise ConfigError(f"--device {name}: no such CUDA GPU is visible ({torch.cuda.device_count()} found)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"--device {name}: MPS is not available on this machine")
+    return device
+
+
 def pick_device(name: str | None = None) -> torch.device:
     if name:
-        return torch.device(name)
+        return check_device(name)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

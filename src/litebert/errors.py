@@ -35,6 +35,17 @@ class ConversionError(LitebertError):
     """A foreign checkpoint (TF, albert_zh, HF) cannot be mapped onto our model."""
 
 
+class OutputError(LitebertError):
+    """An output cannot be written: a full disk, a read-only file system, a file where a directory should be, or a
+    directory another litebert process is writing."""
+
+
+class Terminated(LitebertError):
+    """The run was asked to stop (SIGTERM) and stopped cleanly; the CLI exits with `exit_code` (128 + SIGTERM)."""
+
+    exit_code = 143
+
+
 class TrainingError(LitebertError):
     """Training cannot go on: non-finite loss past the budget, a bad option, a store that does not match."""
 

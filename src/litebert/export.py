@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from litebert.errors import ConversionError, TokenizerError
+from litebert.files import check_output
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 EXPORTERS = ("torchscript", "dynamo")
@@ -145,6 +146,7 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None,
         raise ConversionError(f"opset {opset}: attention (scaled_dot_product_attention) needs opset >= {MIN_OPSET}")
     if quantize not in (None, "int8"):
         raise ConversionError(f"quantize {quantize!r}: only 'int8' (dynamic quantization) is supported")
+    check_output(out, kind="file" if Path(out).suffix == ".onnx" else "dir")  # see _destination
     model_dir = best_dir(model_dir)
     record = _record(model_dir)
     task = task or _pipeline_export_task(record.task)

@@ -1,31 +1,259 @@
 """Durable file writes, shared by checkpoints, the token store, tokenizers and run records.
 
 `atomic_write` is write-to-temporary, fsync, rename: a reader (or a crash) sees the old file or the new one, never
-half of one. `fsync_dir` makes the rename itself durable. No torch here, so the tokenizer can use it too.
+half of one. `fsync_dir` makes the rename itself durable. `check_output` proves at start that an output can be
+written; `OutputLock` keeps a second litebert process out of a run or store directory; `disk_error` finds the
+OSError behind a failed write even where a writer reported it as something else. No torch here, so the tokenizer
+can use it too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
 import os
+import re
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
-from litebert.errors import CheckpointError
+from litebert.errors import CheckpointError, OutputError
+
+# What a write failure means to the user, by errno (the rest use the system's strerror).
+REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EFBIG: "the file is too large for the file system",
+}
+# A full or read-only file system: a write failed for want of space or permission to write anywhere there.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+# The errnos of a full, read-only or refusing file system: the CLI reports these as exit-2 errors wherever they
+# surface, because they are the user's disk, not a bug.
+OUTPUT_ERRNOS = frozenset(REASONS) | {errno.ENOTDIR, errno.EISDIR, errno.EEXIST}
+
+_RUST_ERRNO = re.compile(r"\(os error (\d+)\)")  # safetensors' writer (a Rust std::io::Error in the message)
+_STRERROR = re.compile(r"strerror: ([^\n]+)")  # torch's zip writer ("open file failed with strerror: ...")
+
+
+def reason(err: OSError) -> str:
+    return REASONS.get(err.errno, err.strerror or type(err).__name__)
+
+
+def disk_error(exc: BaseException | None) -> OSError | None:
+    """The OSError behind a failed write, or None when there is none.
+
+    safetensors raises SafetensorError and torch's zip writer a RuntimeError on a full or read-only disk; both
+    keep the errno only in their message ("(os error 28)", "strerror: Read-only file system"). The exception's
+    causes and contexts are searched too.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno is not None:
+            return exc
+        text = str(exc)
+        if match := _RUST_ERRNO.search(text):
+            code = int(match.group(1))
+            return OSError(code, os.strerror(code), getattr(exc, "filename", None))
+        if match := _STRERROR.search(text):
+            named = match.group(1).strip()
+            code = next((c for c in OUTPUT_ERRNOS if os.strerror(c) == named), None)
+            if code is not None:
+                return OSError(code, named)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def write_through(path: Path, save: Callable[[BinaryIO], None]) -> None:
+    """save(f) into a new file at `path`, re-raising the OSError of a failed write.
+
+    torch.save turns an ENOSPC from its own file writes into "RuntimeError: unexpected pos"; given a file object
+    instead of a path, it writes through our `write`, which keeps the real error.
+    """
+    with open(path, "wb") as f:
+        recorder = _Recorder(f)
+        try:
+            save(recorder)
+        except Exception:
+            if recorder.error is not None:
+                raise recorder.error from None
+            raise
+
+
+class _Recorder:
+    """A write-only file that remembers the OSError its writes raised (the caller may have swallowed it)."""
+
+    def __init__(self, f: BinaryIO):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 def atomic_write(file: Path, write: Callable[[Path], None]) -> None:
-    """write(tmp) then rename over `file`. An OSError (full disk, read-only) becomes a CheckpointError naming the
-    file, and the temporary is removed."""
+    """write(tmp) then rename over `file`. A disk error (full, read-only; also one that safetensors or torch
+    reported as their own exception) becomes a CheckpointError naming the file, and the temporary is removed."""
     file = Path(file)
     tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
     try:
         write(tmp)
         fsync_file(tmp)
         os.replace(tmp, file)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CheckpointError(f"{file}: cannot write ({exc.strerror or exc})") from None
+    except Exception as exc:
+        err = disk_error(exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if err is None:
+            raise
+        raise CheckpointError(f"{file}: cannot write ({reason(err)}: {err.strerror or err})") from None
+
+
+def check_output(path: str | os.PathLike, flag: str = "--out", kind: str = "dir", shown: str | None = None) -> Path:
+    """Prove at start that an output can be written, or raise OutputError naming the flag, the path and why.
+
+    kind "dir": `path` is a directory that is created if needed (with its parents) and must take a file.
+    kind "file": `path` is a file to be written; it must not be a directory, and its directory must take a file.
+    A probe file is written, fsynced and removed, so a full disk or a read-only file system shows up now.
+    `shown`: the path to name in the message, when it is not `path` (a store checks the folder it will be in).
+    """
+    path = Path(path)
+    directory = path if kind == "dir" else path.parent
+    try:
+        if kind == "file" and path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, f"{os.strerror(errno.EISDIR)}: a file is to be written there")
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{os.strerror(errno.ENOTDIR)}: {directory} is an existing file")
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".litebert-write-test-{os.getpid()}"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, b"litebert")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+    except OSError as e:
+        raise OutputError(f"{flag} {shown or path}: cannot write there ({e.strerror or e}); choose a writable "
+                          f"{'directory' if kind == 'dir' else 'file'} with free space") from None
+    return path
+
+
+class OutputLock:
+    """An exclusive lock on a run or store directory, held by one process until `release` (or its death).
+
+    flock(2) on `lock_file`, opened read-only: the kernel drops the lock when the last descriptor of it closes, so
+    a holder killed by SIGKILL leaves no stale lock, and a file system can still be remounted read-only under a
+    running trainer. The file holds the holder's pid for the refusal message; it is left in place (removing a lock
+    file races with the next taker). Processes the holder forks (DataLoader workers) share the lock until they
+    exit; a taker that finds the lock held although its recorded holder is dead waits `orphan_wait` seconds for
+    them. On systems without fcntl (Windows) this does nothing.
+    """
+
+    def __init__(self, lock_file: str | os.PathLike, what: str, orphan_wait: float = 15.0):
+        self.lock_file, self.what, self.orphan_wait, self.fd = Path(lock_file), what, orphan_wait, None
+
+    def acquire(self) -> "OutputLock":
+        try:
+            import fcntl
+        except ImportError:
+            return self
+        import time
+
+        try:
+            fd = os.open(self.lock_file, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise OutputError(f"{self.lock_file}: cannot create the lock file ({e.strerror or e})") from None
+        deadline = time.monotonic() + self.orphan_wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = self._holder()
+                if not (holder.isdigit() and not pid_alive(int(holder)) and time.monotonic() < deadline):
+                    os.close(fd)
+                    raise OutputError(f"{self.what}: in use by another litebert process (pid {holder or 'unknown'}, "
+                                      f"which holds {self.lock_file}); wait for it to finish or choose another "
+                                      "output") from None
+                time.sleep(0.2)  # the holder died; the children it forked still hold the lock for a moment
+        self.fd = fd
+        try:
+            with open(self.lock_file, "w", encoding="ascii") as f:
+                f.write(f"{os.getpid()}\n")
+        except OSError:
+            pass  # the pid is only for messages
+        return self
+
+    def _holder(self) -> str:
+        try:
+            return self.lock_file.read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            return ""
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the lock
+            self.fd = None
+
+    def __enter__(self) -> "OutputLock":
+        return self if self.fd is not None else self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+
+def lock_dir(directory: str | os.PathLike, what: str | None = None) -> OutputLock:
+    """Take the lock of a run directory (DIR/.lock); raise OutputError naming the holder's pid if it is taken."""
+    directory = Path(directory)
+    return OutputLock(directory / ".lock", what or str(directory)).acquire()
+
+
+def holding_run_dir(out_of: Callable) -> Callable:
+    """Decorator for a function that writes a run directory: before it runs, `check_output(out_of(*args))` and
+    the directory's lock (`lock_dir`); the lock is released when it returns or raises."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def locked(*args, **kwargs):
+            out = check_output(out_of(*args, **kwargs))
+            with lock_dir(out, f"--out {out}"):
+                return fn(*args, **kwargs)
+        return locked
+    return wrap
 
 
 def atomic_write_bytes(file: Path, data: bytes) -> None:

@@ -26,6 +26,7 @@ from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, 
                                  label_list_for, pad_features, read_examples, split_path)
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
+from litebert.files import holding_run_dir
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
@@ -434,6 +435,7 @@ def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float
     return representation_health(model.albert, inputs)
 
 
+@holding_run_dir(lambda cfg: cfg.out)
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litebert.errors import LitebertError
+from litebert.errors import ConfigError, LitebertError
 
 MASK = "[MASK]"
 
@@ -86,6 +86,10 @@ def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5, model=Non
     if model.config.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{model_dir}: model vocab {model.config.vocab_size} != tokenizer vocab "
                             f"{tokenizer.vocab_size}")
+    proposable = model.config.vocab_size - len(tokenizer.special_ids)
+    if not 1 <= top_k <= proposable:
+        raise ConfigError(f"--top-k {top_k}: must be in [1, {proposable}] (the vocabulary of {model_dir} has "
+                          f"{model.config.vocab_size} tokens, {len(tokenizer.special_ids)} of them special)")
     results = []
     for text in texts:
         ids = encode_with_masks(tokenizer, text)

@@ -24,7 +24,7 @@ from litebert.config import AlbertConfig
 from litebert.convert import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
 from litebert.convert_tf import ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
-from litebert.files import read_json
+from litebert.files import check_output, read_json
 from litebert.hub_cache import resolve_model_path
 
 SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
@@ -67,6 +67,7 @@ def convert_checkpoint(
     Returns the report; `report.format_report()` lists every tensor mapped, synthesized, skipped or unused.
     """
     src, out = resolve_model_path(src, ConversionError), Path(out)  # a Hub id reads the local Hub cache
+    check_output(out)
     if source not in SOURCES:
         raise ConversionError(f"source {source!r} is not one of {', '.join(SOURCES)} (--from)")
     if head not in HEADS:

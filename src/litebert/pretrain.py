@@ -21,6 +21,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -32,13 +33,16 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from litebert.checkpoint import (check_state_dict, cleanup_incomplete, find_latest_checkpoint, load_state,
-                                 save_checkpoint, save_state, validate_checkpoint)
+from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
+                                 load_state, read_verified, save_checkpoint, save_state)
 from litebert.config import AlbertConfig, PRESETS
-from litebert.device import autocast, measure_peak_flops, pick_device, resolve_precision, synchronize
+from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops, pick_device,
+                             resolve_precision, synchronize)
 from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
-from litebert.errors import CheckpointError, ConfigError, TrainingError
+from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
+from litebert.files import check_output, lock_dir
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
+from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import model_files, read_model_state
@@ -133,11 +137,7 @@ class PretrainConfig:
             if not ok:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name.split('/')[0], '')}: {why}")
         if self.device is not None:
-            try:
-                torch.device(self.device)
-            except RuntimeError:
-                raise ConfigError(f"--device {self.device!r}: not a device torch knows (e.g. cpu, cuda, cuda:1, "
-                                  "mps)") from None
+            check_device(self.device)
         parse_phases(self.phases, self.max_seq_length)  # validates
         self.max_seconds  # validates
 
@@ -429,6 +429,11 @@ def setup(cfg: PretrainConfig) -> Run:
     check_same_store(d, store.path)
     tokenizer_dir = resolve_tokenizer_dir(cfg, store)
     config, init_dir = model_config_for(cfg, store.vocab_size, store)
+    if d.main:  # checksums and token ids, before a bad id crashes a step mid-run (one read of the store)
+        store.check_tokens(config.vocab_size)
+    longest = max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length))
+    check_training_memory(config, cfg.micro_batch_size, longest, cfg.max_predictions_per_seq,
+                          cfg.gradient_checkpointing, device, cfg.model)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     raw = AlbertForPreTraining(config)
     if init_dir is not None:
@@ -473,25 +478,65 @@ def check_run_dir_matches(run: Run) -> None:
 
 
 def resume_from(run: Run) -> None:
+    """Restore the checkpoint this run continues from (if any), then drop logged lines past its step, so the
+    metrics log never holds a step twice (also after a crash before the first save)."""
     cfg, d = run.cfg, run.d
     run_dir = Path(cfg.out)
-    on_all_ranks(d, lambda: check_writable(run_dir) if d.main else None)
+    on_all_ranks(d, lambda: check_output(run_dir) if d.main else None)
     if cfg.resume == "none":
         if find_latest_checkpoint(run_dir) is not None:
             raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
-        return
-    if cfg.resume == "auto":
+    elif cfg.resume == "auto":
         if d.main:
             cleanup_incomplete(run_dir)
-        # Rank 0 picks the checkpoint and every rank loads that one (not each its own newest).
-        ckpt = d.broadcast(find_latest_checkpoint(run_dir) if d.main else None)
-        if ckpt is None:
-            return
+        # Rank 0 picks the newest checkpoint that verifies and every rank loads that one (not each its own newest).
+        found = on_all_ranks(d, lambda: newest_verified(run_dir) if d.main else None)
+        ckpt = d.broadcast(found[0] if found else None)
+        if ckpt is not None:
+            restore(run, ckpt, *on_all_ranks(d, lambda: found[1:] if d.main else read_checkpoint(ckpt)))
     else:
-        ckpt = Path(cfg.resume)
-        on_all_ranks(d, lambda: validate_checkpoint(ckpt))  # an explicit path must be a complete checkpoint too
+        ckpt = Path(cfg.resume)  # an explicit path must be complete and verify too
+        restore(run, ckpt, *on_all_ranks(d, lambda: read_checkpoint(ckpt)))
+    if d.main:
+        truncate_metrics(run_dir / "metrics.jsonl", run.step)
+
+
+def read_checkpoint(ckpt: Path) -> tuple[Any, dict[str, torch.Tensor]]:
+    """(training state, weights) of a checkpoint. Every file is checked against the sha256 its COMMIT records as it
+    is read, and the state and weights are loaded from the bytes that were checked (one read of each file)."""
+    blobs = read_verified(ckpt, ("trainer_state.pt", "model.safetensors"))
+    state = load_state(ckpt / "trainer_state.pt", blobs.pop("trainer_state.pt"))
+    _, _, weights, _ = read_model_state(ckpt, blobs.pop("model.safetensors"))
+    return state, weights
+
+
+def newest_verified(run_dir: Path) -> tuple[Path, Any, dict[str, torch.Tensor]] | None:
+    """(checkpoint, state, weights) of the newest checkpoint that reads and verifies, or None when there is none;
+    a damaged one (a changed byte, an unreadable file) is skipped with the reason on stderr. Damage everywhere is
+    an error, not a silent fresh start."""
+    skipped = []
+    for ckpt in reversed(checkpoint_dirs(run_dir)):
+        try:
+            state, weights = read_checkpoint(ckpt)
+        except CheckpointError as e:
+            skipped.append(ckpt.name)
+            print(f"litebert pretrain: skipping {ckpt.name}: {e}", file=sys.stderr)
+            continue
+        if skipped:
+            print(f"litebert pretrain: {', '.join(skipped)} did not verify; resuming from {ckpt.name} instead",
+                  file=sys.stderr)
+        return ckpt, state, weights
+    if skipped:
+        raise CheckpointError(f"{run_dir}: none of its checkpoints verifies ({', '.join(skipped)}; reasons above); "
+                              "move them away to start over, or use another --out")
+    return None
+
+
+def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) -> None:
+    """Put a checkpoint's weights, optimizer, schedule, data position and RNG into `run`, or refuse one that does
+    not fit this run (another optimizer, model shape or --steps), naming the file."""
+    cfg, d = run.cfg, run.d
     state_file = ckpt / "trainer_state.pt"
-    state = on_all_ranks(d, lambda: load_state(state_file))
     missing = [k for k in ("step", "optimizer", "scheduler", "scaler", "data", "rng", "world_size", "nan_skipped")
                if not isinstance(state, dict) or k not in state]
     if missing:
@@ -505,7 +550,6 @@ def resume_from(run: Run) -> None:
     if saved_optimizer != cfg.optimizer:
         raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
                               f"{cfg.optimizer}; resume with --optimizer {saved_optimizer} or use a new --out")
-    _, _, weights, _ = on_all_ranks(d, lambda: read_model_state(ckpt))
     check_state_dict(run.raw_model.state_dict(), weights, ckpt / "model.safetensors")
     run.raw_model.load_state_dict(weights, strict=True)
     try:
@@ -532,7 +576,6 @@ def resume_from(run: Run) -> None:
         torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
     if d.main:
         print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
-        truncate_metrics(Path(cfg.out) / "metrics.jsonl", run.step)
 
 
 def make_run_dir(run_dir: Path) -> None:
@@ -541,24 +584,6 @@ def make_run_dir(run_dir: Path) -> None:
     except OSError as e:
         raise CheckpointError(f"--out {run_dir}: cannot create it ({e.strerror or e}); choose a writable "
                               "directory") from None
-
-
-def check_writable(run_dir: Path) -> None:
-    """Fail at the start, with the reason, when the run dir cannot take files (read-only, full, no permission)."""
-    probe = run_dir / f".write-test-{os.getpid()}"
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, b"litebert")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise CheckpointError(f"--out {run_dir}: cannot write there ({e.strerror or e}); choose a writable "
-                              "directory with free space") from None
-    finally:
-        with contextlib.suppress(OSError):
-            probe.unlink()
 
 
 # --------------------------------------------------------------------------------------------- one step
@@ -587,6 +612,7 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
                                   reduction="sum") / n_pairs
             loss = (mlm + sop) * d.world
             inject_fault("nan_loss", run.step, d.rank, loss)
+            inject_fault("oom", run.step, d.rank, loss)
             run.scaler.scale(loss).backward()
         with torch.no_grad():
             w = b["masked_weights"]
@@ -638,7 +664,11 @@ def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = No
     parts = spec.split(":")
     if parts[0] != kind or int(parts[1]) != step or (len(parts) > 2 and int(parts[2]) != rank):
         return
-    if kind == "nan_loss" and loss is not None:
+    if kind == "stop":  # the test acts on the stopped process (a real fault: a full disk, SIGTERM), then SIGCONTs it
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif kind == "oom":  # a real allocator failure: far more memory than any machine has
+        torch.empty(1 << 62, dtype=torch.uint8, device=loss.device if loss is not None else "cpu")
+    elif kind == "nan_loss" and loss is not None:
         loss.mul_(float("nan"))  # recorded by autograd, so the gradients turn NaN too (as with a real overflow)
     elif kind == "kill":
         marker = os.environ.get("LITEBERT_FAULT_ONCE")
@@ -750,13 +780,25 @@ def with_file_faults(writers: dict, step: int) -> dict:
 
 
 def truncate_metrics(path: Path, step: int) -> None:
-    """After a resume, drop logged lines past the checkpoint so the curve has no duplicates."""
+    """At a (re)start, drop logged lines past the step the run continues from (0 for a fresh start), so the curve
+    has no duplicates. A line that does not parse (the torn tail a full disk or a crash mid-append leaves) is
+    dropped too, and counted on stderr."""
     if not path.is_file():
         return
-    keep = [line for line in path.read_text().splitlines() if line and json.loads(line).get("step", 0) <= step]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in keep))
-    os.replace(tmp, path)
+    keep, torn = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            torn += bool(line.strip())
+            continue
+        if isinstance(record, dict) and record.get("step", 0) <= step:
+            keep.append(line)
+    if torn:
+        print(f"litebert pretrain: {path}: dropped {torn} unreadable line(s) (a write cut short)", file=sys.stderr)
+    from litebert.files import atomic_write
+
+    atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8"))
 
 
 def finite_or_none(x: Any) -> Any:
@@ -796,9 +838,16 @@ class MetricsLog:
 
 
 def pretrain(cfg: PretrainConfig) -> dict[str, float]:
-    """Pretrain as `cfg` says; returns the last logged step's figures and the final held-out evaluation."""
+    """Pretrain as `cfg` says; returns the last logged step's figures and the final held-out evaluation.
+
+    Rank 0 first proves --out writable and locks it (a second run on it is refused, naming this one's pid)."""
+    lock = None
     try:
-        return run_pretraining(cfg)
+        if int(os.environ.get("RANK", "0")) == 0:
+            check_output(cfg.out)
+            lock = lock_dir(cfg.out, f"--out {cfg.out}")
+        with TermSignal() as term:
+            return run_pretraining(cfg, term)
     except BaseException as e:
         # A raised error's traceback keeps its frames' locals alive, the DDP wrapper among them (train_step's
         # `model`). Clear them, so that the wrapper is really gone before its process group below.
@@ -812,6 +861,36 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
             # non-finite-loss stop alike.
             gc.collect()
             dist.destroy_process_group()
+        if lock is not None:
+            lock.release()
+
+
+class TermSignal:
+    """SIGTERM (what schedulers send before preemption) only raises a flag here; the loop finishes the step it
+    is in, saves a checkpoint and stops (exit code 143). Installed only from the main thread (Python's rule)."""
+
+    def __init__(self):
+        self.received, self.previous = False, None
+
+    def __enter__(self) -> "TermSignal":
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._on_term)
+        return self
+
+    def _on_term(self, signum, frame) -> None:
+        self.received = True
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+    def agreed(self, d: Dist) -> bool:
+        """Whether any rank got SIGTERM (all-reduced, so every rank stops after the same step)."""
+        if d.world == 1:
+            return self.received
+        flag = torch.tensor([float(self.received)])
+        d.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return flag.item() > 0
 
 
 SINGLE_SENTENCE_MODES = {"random": "random_document", "split": "split", "skip": "skip"}  # CLI -> dataset names
@@ -836,8 +915,9 @@ def data_lines(cfg: PretrainConfig, dataset) -> list[str]:
     return lines
 
 
-def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
+def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict[str, float]:
     run = setup(cfg)
+    term = term or TermSignal()
     d, log = run.d, MetricsLog(run)
     seq_len = cfg.max_seq_length
     flops_per_token = model_flops_per_token(run.config, seq_len, cfg.max_predictions_per_seq / seq_len)
@@ -864,10 +944,18 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
     started, start_step = time.perf_counter(), run.step
     while run.step < cfg.steps:
         inject_fault("kill", run.step, d.rank)
+        inject_fault("stop", run.step, d.rank)
         batches = [run.stream.next(run.step) for _ in range(run.accum)]
         t0 = time.perf_counter()
-        stats = train_step(run, batches)
-        synchronize(run.device)
+        try:
+            stats = train_step(run, batches)
+            synchronize(run.device)
+        except (RuntimeError, MemoryError) as e:
+            if not is_out_of_memory(e):
+                raise
+            raise TrainingError(f"step {run.step + 1}: out of memory ({first_line(e)}); lower --micro-batch-size "
+                                f"(now {cfg.micro_batch_size}; accumulation keeps the batch) or enable "
+                                "--gradient-checkpointing. The last checkpoint is intact") from None
         if run.step == 0 and cfg.compile and d.main:
             print(f"first step (with compilation) took {time.perf_counter() - t0:.1f}s", file=sys.stderr)
         run.step += 1
@@ -891,13 +979,19 @@ def run_pretraining(cfg: PretrainConfig) -> dict[str, float]:
             window_tokens, window_start = 0.0, time.perf_counter()
         if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step != cfg.steps and not stop:
             log_eval(run, log)
-        if run.step % cfg.save_every == 0 or run.step == cfg.steps or stop:
+        saved = run.step % cfg.save_every == 0 or run.step == cfg.steps or bool(stop)
+        if saved:
             save(run)
         if stop:
             if d.main:
                 say(f"stopping at step {run.step} of {cfg.steps}: {stop}; checkpoint-{run.step} saved (resume "
                     "with a larger budget to go on)")
             break
+        if run.step < cfg.steps and term.agreed(d):
+            if not saved:
+                save(run)
+            raise Terminated(f"SIGTERM: stopped after step {run.step} and saved checkpoint-{run.step} in {cfg.out}; "
+                             "run the same command again (--resume auto) to continue")
     if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
         warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     result = {**last, **log_eval(run, log)}

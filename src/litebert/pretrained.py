@@ -28,13 +28,14 @@ WEIGHTS_NAME = "model.safetensors"
 HEAD_PREFIXES = ("mlm.", "sop.", "classifier.", "qa_outputs.", "answer_class.")
 
 
-def load_tensors(file: str | Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+def load_tensors(file: str | Path, data: bytes | None = None) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file; `data`: its bytes, already read (and checked) by the caller."""
+    from safetensors.torch import load, load_file
 
-    if not Path(file).is_file():
+    if data is None and not Path(file).is_file():
         raise CheckpointError(f"{file}: weights file not found")
     try:
-        return load_file(str(file))
+        return load_file(str(file)) if data is None else load(data)
     except Exception as exc:  # safetensors raises its own error types for truncated or corrupt headers
         raise CheckpointError(f"{file}: cannot read safetensors ({exc}); the file is truncated or corrupt") from None
 
@@ -87,12 +88,14 @@ def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=Non
         tokenizer.save_pretrained(path)
 
 
-def read_model_state(path: str | Path) -> tuple[AlbertConfig, str, dict[str, torch.Tensor], list[str]]:
-    """(config, format, state dict in our names, ignored HF tensors) of a model directory."""
+def read_model_state(path: str | Path, weights: bytes | None = None
+                     ) -> tuple[AlbertConfig, str, dict[str, torch.Tensor], list[str]]:
+    """(config, format, state dict in our names, ignored HF tensors) of a model directory; `weights`: the bytes of
+    its weights file when the caller has read them already."""
     path = Path(path)
     config, fmt = read_model_config(path)
     weights_file = path / WEIGHTS_NAME
-    tensors = load_tensors(weights_file)
+    tensors = load_tensors(weights_file, weights)
     not_float = [f"{name} ({t.dtype})" for name, t in tensors.items() if not t.is_floating_point()]
     if not_float:
         raise CheckpointError(f"{weights_file}: weights must be floating point; got {', '.join(not_float[:5])}"

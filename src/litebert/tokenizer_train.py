@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from litebert.errors import ConfigError, CorpusError, LitebertError, TokenizerError
-from litebert.files import atomic_write_bytes
+from litebert.files import atomic_write_bytes, check_output
 from litebert.tokenizer import AlbertTokenizer, preprocess_text
 
 # The spm_train command of the google-research/albert README. Any key can be overridden.
@@ -58,6 +58,7 @@ def train_sentencepiece(inputs: str | os.PathLike | Sequence[str | os.PathLike],
     from litebert.data.corpus import CorpusReader, split_sentences
 
     reader = CorpusReader(inputs, on_bad_utf8=on_bad_utf8)  # raises for missing files and unknown policies
+    check_output(out_dir)  # before training, which can take hours
     for path in reader.files:
         _check_not_empty(path)
     settings = {**ALBERT_SPM_SETTINGS, "vocab_size": vocab_size, "num_threads": os.cpu_count() or 1, **overrides}

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from harness import EPOCH_RUN, STORE_DOCUMENTS, TINY_MODEL, finish, pretrain_args, start, write_pydoc_corpus
+from harness import (EPOCH_RUN, STORE_DOCUMENTS, TINY_MODEL, SmallDisk, finish, pretrain_args, start,
+                     write_pydoc_corpus)
 
 FUZZ_CASES: collections.Counter = collections.Counter()
 
@@ -63,3 +64,11 @@ def reference_runs(tiny_data, tmp_path_factory):
         done = finish(proc)
         assert done.returncode == 0, f"reference run {name} failed:\n{done.stderr[-4000:]}"
     return {name: root / name for name in specs}
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """SmallDisk under tmp_path: `small_disk.mount(size)` gives a tmpfs; everything is unmounted afterwards."""
+    disk = SmallDisk(tmp_path)
+    yield disk
+    disk.unmount_all()

@@ -176,6 +176,75 @@ def leftovers(run_dir: Path) -> list[Path]:
     return sorted(p for p in Path(run_dir).iterdir() if p.name.startswith((".tmp-", ".old-", ".trash-")))
 
 
+# ------------------------------------------------------------------------------------------ real faults
+
+
+class SmallDisk:
+    """A tmpfs of its own, for real faults: fill it (ENOSPC from the real writers), remount it read-only (EROFS).
+    Mounting needs root (CI runs as root); `mount` skips the test, with the reason, where it is not allowed."""
+
+    def __init__(self, root: Path):
+        self.root, self.mounts = root, []
+
+    def mount(self, size: int = 64 << 20, name: str = "disk") -> Path:
+        import pytest
+
+        point = self.root / name
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs for a real full or read-only disk ({done.stderr.strip()}); these "
+                        "tests need root (CI runs as root)")
+        self.mounts.append(point)
+        return point
+
+    @staticmethod
+    def remount(point: Path, option: str) -> None:
+        subprocess.run(["mount", "-o", f"remount,{option}", str(point)], check=True)
+
+    @staticmethod
+    def free(point: Path) -> int:
+        st = os.statvfs(point)
+        return st.f_bavail * st.f_frsize
+
+    @staticmethod
+    def fill(point: Path, leave: int) -> Path:
+        """Write a filler file so that about `leave` bytes (rounded down to pages) stay free."""
+        filler = point / "filler"
+        size = SmallDisk.free(point) - leave
+        with open(filler, "wb") as f:
+            while size > 0:
+                size -= f.write(b"\0" * min(size, 1 << 20))
+        return filler
+
+    def unmount_all(self) -> None:
+        for point in reversed(self.mounts):
+            subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
+def pages(*sizes: int, page: int = 4096) -> int:
+    """Bytes a tmpfs charges for files of these sizes (whole pages)."""
+    return sum(-(-size // page) * page for size in sizes)
+
+
+def wait_stopped(proc: subprocess.Popen, timeout: float = SUBPROCESS_TIMEOUT) -> None:
+    """Wait until `proc` has stopped itself (LITEBERT_FAULT=stop:STEP sends it SIGSTOP)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = proc.stderr.read()[-3000:]
+            raise AssertionError(f"{proc.args} exited ({proc.returncode}) before stopping:\n{tail}")
+        state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "T":
+            return
+        time.sleep(0.05)
+    kill_tagged(proc.tag)
+    raise AssertionError(f"{proc.args} never stopped")
+
+
 @contextlib.contextmanager
 def time_limit(seconds: int):
     """Raise TimeoutError if the block runs longer than `seconds` (SIGALRM; main thread, POSIX)."""

@@ -3,7 +3,8 @@
 - Weights load only from safetensors: a model directory that has only a pickled `pytorch_model.bin` is refused,
   and the pickle is never opened.
 - Training state loads with torch.load(weights_only=True): a crafted trainer_state.pt, in a checkpoint whose COMMIT
-  matches it (so `--resume auto` picks it), is refused with a CheckpointError and its payload never runs.
+  matches it (so `--resume auto` picks it), is refused (the run falls back to the checkpoint before) and its
+  payload never runs.
 - Nothing in the package fetches or runs remote code: a scan of its source (the AST, so comments and strings do not
   count) finds no network library, no torch.hub, no trust_remote_code, no eval/exec, no pickle loading and no
   torch.load without weights_only=True.
@@ -60,10 +61,13 @@ def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_ru
     manifest["files"]["trainer_state.pt"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     (ckpt / "COMMIT").write_text(json.dumps(manifest))
 
-    assert cli_main(pretrain_args(tiny_data, run, resume="auto")) == 2
+    # Refused, never run; the checkpoint counts as damaged, so the run falls back to checkpoint-6 (see
+    # test_resume_integrity.py) and redoes steps 7 and 8.
+    assert cli_main(pretrain_args(tiny_data, run, resume="auto")) == 0
     err = capsys.readouterr().err
-    assert f"{ckpt / 'trainer_state.pt'}: cannot load training state (UnpicklingError" in err
+    assert f"skipping checkpoint-8: {ckpt / 'trainer_state.pt'}: cannot load training state (UnpicklingError" in err
     assert "refused, never executed" in err and "Traceback" not in err
+    assert "resuming from checkpoint-6 instead" in err
     assert not marker.exists()
 
 

@@ -17,7 +17,8 @@ import importlib
 import pkgutil
 import sys
 
-from litebert.errors import LitebertError
+from litebert.cli._checks import check_args
+from litebert.errors import LitebertError, Terminated
 
 # command -> (module that registers it, one-line help). A command imports only its own module (so `litebert
 # data build` never pays for torch); the top-level help needs none of them. A module missing from this table
@@ -83,9 +84,25 @@ def main(argv: list[str] | None = None) -> int:
         if config and sub is not None and hasattr(sub, "config_ignore"):  # (convert's --config is another thing)
             apply_config_file(sub, config, ignore=sub.config_ignore)
         args = parser.parse_args(argv)
+        check_args(args)
         return int(args.func(args) or 0)
+    except Terminated as exc:
+        print(f"litebert: {exc}", file=sys.stderr)
+        return exc.exit_code
     except LitebertError as exc:
         print(f"litebert: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        # A full or read-only disk that reached here through a writer without its own message (or that
+        # safetensors/torch reported as their own exception) is still the user's disk: say so, exit 2.
+        from litebert.files import OUTPUT_ERRNOS, disk_error, reason
+
+        err = disk_error(exc)
+        if err is None or err.errno not in OUTPUT_ERRNOS:
+            raise
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"litebert: error: {where}cannot write: {reason(err)} ({type(exc).__name__}: "
+              f"{(str(exc).strip().splitlines() or [''])[0][:200]})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("litebert: interrupted", file=sys.stderr)

@@ -144,16 +144,22 @@ def run_evaluate(args) -> int:
 
 
 def run_predict(args) -> int:
+    from pathlib import Path
+
+    from litebert.files import atomic_write, check_output
     from litebert.finetune import predict
 
+    if args.output != "-":
+        check_output(args.output, "--output", kind="file")
     rows = predict(args.task_name, args.model, args.input, precision=args.precision, batch_size=args.batch_size,
                    texts=args.text, **_custom(args))
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-    for row in rows:
-        out.write(json.dumps(row, ensure_ascii=False, default=float) + "\n")
-    if out is not sys.stdout:
-        out.close()
-        print(f"{len(rows)} predictions -> {args.output}", file=sys.stderr)
+    lines = "".join(json.dumps(row, ensure_ascii=False, default=float) + "\n" for row in rows)
+    if args.output == "-":
+        sys.stdout.write(lines)
+        return 0
+    # A temp file renamed into place: a full disk leaves no truncated file that looks finished.
+    atomic_write(Path(args.output), lambda tmp: tmp.write_text(lines, encoding="utf-8"))
+    print(f"{len(rows)} predictions -> {args.output}", file=sys.stderr)
     return 0
 
 

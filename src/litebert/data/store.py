@@ -19,9 +19,11 @@ is written last), so a crash never leaves a store that opens.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import time
 from collections import deque
@@ -36,8 +38,9 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from litebert.data.corpus import Chunk, CorpusReader, split_sentences
-from litebert.errors import CorpusError, TokenizerError
-from litebert.files import fsync_dir
+from litebert.errors import CorpusError, OutputError, TokenizerError
+from litebert.files import (DISK_ERRNOS, OutputLock, check_output, disk_error, fsync_dir, pid_alive, reason,
+                            sha256_file)
 
 FORMAT = "litebert-token-store"
 VERSION = 1
@@ -198,14 +201,20 @@ class _ShardWriter:
         self.prefix = directory / f"{index:05d}"
         self.dtype = dtype
         self.files = {k: open(f"{self.prefix}.{k}", "wb") for k in (_TOKENS, _WORD_STARTS, _SENTENCES, _DOCUMENTS)}
+        self.hashes = {k: hashlib.sha256() for k in self.files}  # of the bytes as written: no second read
+        self.max_token_id = -1
         self.tokens = self.sentences = self.documents = 0
         self._bit_carry = np.zeros(0, dtype=bool)  # < 8 flags waiting for a full byte
         self._write(_SENTENCES, np.zeros(1, _OFFSET_DTYPE))
 
     def _write(self, key: str, array: np.ndarray) -> None:
-        self.files[key].write(np.ascontiguousarray(array).data)
+        data = np.ascontiguousarray(array).data
+        self.files[key].write(data)
+        self.hashes[key].update(data)
 
     def append(self, ids: np.ndarray, word_starts: np.ndarray, lengths: np.ndarray, new_doc: np.ndarray) -> None:
+        if len(ids):
+            self.max_token_id = max(self.max_token_id, int(ids.max()))
         self._write(_TOKENS, ids.astype(self.dtype, copy=False))
         bits = np.concatenate([self._bit_carry, word_starts])
         full = len(bits) // 8 * 8
@@ -224,7 +233,8 @@ class _ShardWriter:
             f.flush()
             os.fsync(f.fileno())
             f.close()
-        return {"name": self.name, "documents": self.documents, "sentences": self.sentences, "tokens": self.tokens}
+        return {"name": self.name, "documents": self.documents, "sentences": self.sentences, "tokens": self.tokens,
+                "max_token_id": self.max_token_id, "sha256": {k: h.hexdigest() for k, h in self.hashes.items()}}
 
 
 class _SplitWriter:
@@ -405,8 +415,12 @@ def build_store(
     if seed < 0 or workers < 1 or max_sentence_tokens < 1 or shard_tokens < 1:
         raise CorpusError("seed must be >= 0; workers, max_sentence_tokens and shard_tokens must be >= 1")
     out = Path(out)
+    check_output(out if out.exists() and not out.is_dir() else out.parent, shown=str(out))  # before any work
     if out.exists() and not overwrite:
         raise CorpusError(f"{out}: already exists (use --overwrite to replace it)")
+    if out.exists() and not (out / "meta.json").is_file():
+        raise CorpusError(f"{out}: --overwrite replaces only a token store, and this is not one (no meta.json); "
+                          "remove it yourself or choose another --out")
     if max_doc_sentences < 0:
         raise CorpusError(f"max_doc_sentences={max_doc_sentences}: must be >= 0 (0: never cut)")
     if word_segmenter is not None:
@@ -423,57 +437,77 @@ def build_store(
         tokenizer = str(Path(tokenizer).resolve())
     dtype = token_dtype(tok.vocab_size)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        writer = _StoreWriter(tmp, dtype, seed, validation_fraction, min_doc_tokens, min_doc_sentences,
-                              shard_tokens, doc_offset)
-        # one worker: tokenize in this process with the tokenizer already loaded; more: each worker loads it
-        initargs = (tok if workers == 1 else tokenizer, dtype.str, max_sentence_tokens, word_segmenter)
-        encoded = _ordered_map(_encode_chunk, reader.chunks(), workers, initargs, inflight=2 * workers)
-        for enc in encoded:
-            writer.add(enc)
-            if progress is not None:
-                progress(writer.num_bytes)
-        splits = writer.finish()
-        stats = _build_stats(reader, writer, splits, on_bad_utf8)
-        if part is None:
-            check_usable(stats, validation_fraction)
-        meta = {
-            "format": FORMAT,
-            "version": VERSION,
-            "dtype": dtype.str,
-            "tokenizer": {
-                "class": type(tok).__name__, "fingerprint": tok.fingerprint(), "vocab_size": int(tok.vocab_size),
-                "pad_id": tok.pad_id, "unk_id": tok.unk_id, "cls_id": tok.cls_id, "sep_id": tok.sep_id,
-                "mask_id": tok.mask_id, "special_ids": sorted(int(i) for i in tok.special_ids),
-            },
-            "build": {
-                "inputs": reader.stats.file_info, "seed": seed, "validation_fraction": validation_fraction,
-                "on_bad_utf8": on_bad_utf8, "max_sentence_tokens": max_sentence_tokens,
-                "min_doc_tokens": min_doc_tokens, "min_doc_sentences": min_doc_sentences,
-                "shard_tokens": shard_tokens, "max_doc_sentences": max_doc_sentences,
-                **({"word_segmenter": word_segmenter} if word_segmenter else {}),
-            },
-            "splits": splits,
-        }
-        if part is not None:
-            meta["part"] = {**part, "documents_read": reader.stats.documents}
-        tok.save_pretrained(tmp / "tokenizer")
-        _write_json(tmp / "stats.json", stats)
-        _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
-        fsync_dir(tmp)
-        _swap_into_place(tmp, out)
-    except BaseException:
+    # One build per --out at a time: the lock sits beside the store, which is replaced by a rename.
+    with OutputLock(out.parent / f".{out.name}.lock", f"--out {out}"):
+        _remove_stale_temps(out)
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        tmp.mkdir()
+        try:
+            writer = _StoreWriter(tmp, dtype, seed, validation_fraction, min_doc_tokens, min_doc_sentences,
+                                  shard_tokens, doc_offset)
+            # one worker: tokenize in this process with the tokenizer already loaded; more: each worker loads it
+            initargs = (tok if workers == 1 else tokenizer, dtype.str, max_sentence_tokens, word_segmenter)
+            encoded = _ordered_map(_encode_chunk, reader.chunks(), workers, initargs, inflight=2 * workers)
+            for enc in encoded:
+                writer.add(enc)
+                if progress is not None:
+                    progress(writer.num_bytes)
+            splits = writer.finish()
+            stats = _build_stats(reader, writer, splits, on_bad_utf8)
+            if part is None:
+                check_usable(stats, validation_fraction)
+            meta = {
+                "format": FORMAT,
+                "version": VERSION,
+                "dtype": dtype.str,
+                "tokenizer": {
+                    "class": type(tok).__name__, "fingerprint": tok.fingerprint(), "vocab_size": int(tok.vocab_size),
+                    "pad_id": tok.pad_id, "unk_id": tok.unk_id, "cls_id": tok.cls_id, "sep_id": tok.sep_id,
+                    "mask_id": tok.mask_id, "special_ids": sorted(int(i) for i in tok.special_ids),
+                },
+                "build": {
+                    "inputs": reader.stats.file_info, "seed": seed, "validation_fraction": validation_fraction,
+                    "on_bad_utf8": on_bad_utf8, "max_sentence_tokens": max_sentence_tokens,
+                    "min_doc_tokens": min_doc_tokens, "min_doc_sentences": min_doc_sentences,
+                    "shard_tokens": shard_tokens, "max_doc_sentences": max_doc_sentences,
+                    **({"word_segmenter": word_segmenter} if word_segmenter else {}),
+                },
+                "splits": splits,
+            }
+            if part is not None:
+                meta["part"] = {**part, "documents_read": reader.stats.documents}
+            tok.save_pretrained(tmp / "tokenizer")
+            _write_json(tmp / "stats.json", stats)
+            _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
+            fsync_dir(tmp)
+            _swap_into_place(tmp, out)
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            err = disk_error(exc) if isinstance(exc, Exception) else None
+            if err is None or err.errno not in DISK_ERRNOS:
+                raise
+            raise OutputError(f"--out {out}: the build stopped: {reason(err)} ({err.filename or tmp}); the partial "
+                              "store was removed and nothing was replaced. Free some space or choose another --out"
+                              ) from None
     store = TokenStore.open(out)
     # how the build went on this machine: varies run to run, so it is not part of the store
     store.build_info = {"worker_cpu_seconds": writer.worker_cpu_seconds,
                         "worker_peak_rss_mb": writer.worker_peak_rss_kb / 1024}
     return store
+
+
+def _remove_stale_temps(out: Path) -> list[Path]:
+    """Remove the temp and set-aside folders (.OUT.tmp-PID, .OUT.old-PID) of builds whose process is gone (killed
+    mid-build); the caller holds the store's lock, and a live pid's folder is left alone."""
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)$")
+    removed = []
+    for entry in out.parent.iterdir():
+        match = pattern.match(entry.name)
+        if match and entry.is_dir() and not entry.is_symlink() and not pid_alive(int(match.group(2))):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 # Documents this long (in sentences) on average mean the corpus has no document breaks: a book written one
@@ -737,6 +771,26 @@ class TokenStore:
     def token_id(self, name: str) -> int:
         """'pad', 'unk', 'cls', 'sep' or 'mask' -> its id."""
         return int(self.meta["tokenizer"][f"{name}_id"])
+
+    def check_tokens(self, vocab_size: int) -> None:
+        """Before training: every shard file matches the sha256 recorded at build (stores built before checksums
+        have none to check), and no token id is >= `vocab_size` (the recorded maximum, or a scan for older
+        stores). Raises CorpusError naming the file; reads the whole store once."""
+        for split in self._splits.values():
+            for shard, maps in zip(split.shards, split._shard_maps()):
+                prefix = self.path / shard["name"]
+                for kind, expected in (shard.get("sha256") or {}).items():
+                    if sha256_file(Path(f"{prefix}.{kind}")) != expected:
+                        raise CorpusError(f"{prefix}.{kind}: sha256 differs from meta.json: the shard is corrupt "
+                                          "(rebuild the store with `litebert data build`)")
+                tokens = maps[_TOKENS]
+                top = shard.get("max_token_id")
+                if top is None:
+                    top = int(tokens.max()) if len(tokens) else -1
+                if top >= vocab_size:
+                    raise CorpusError(f"{prefix}.{_TOKENS}: holds token id {top}, outside the model's vocabulary "
+                                      f"of {vocab_size}; the store does not belong to this tokenizer or is corrupt "
+                                      "(rebuild it with `litebert data build`)")
 
     def check_tokenizer(self, tokenizer) -> None:
         """Raise TokenizerError unless `tokenizer` is the one this store was built with."""
