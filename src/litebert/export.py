@@ -138,7 +138,7 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None,
     a deployable unit. When onnxruntime is installed and `verify`, the graph runs at a shape other than the
     traced one and must match PyTorch within atol. quantize="int8": onnxruntime's dynamic quantization (int8
     weights, activations quantized per call) of the verified graph; its difference from PyTorch is reported."""
-    from litebert.records import best_dir
+    from litebert.rundir import resolve_model_dir
 
     if exporter not in EXPORTERS:
         raise ConversionError(f"exporter {exporter!r} is not one of {', '.join(EXPORTERS)}")
@@ -147,7 +147,7 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None,
     if quantize not in (None, "int8"):
         raise ConversionError(f"quantize {quantize!r}: only 'int8' (dynamic quantization) is supported")
     check_output(out, kind="file" if Path(out).suffix == ".onnx" else "dir")  # see _destination
-    model_dir = best_dir(model_dir)
+    model_dir = resolve_model_dir(model_dir)
     record = _record(model_dir)
     task = task or _pipeline_export_task(record.task)
     model = load_for_task(model_dir, task)

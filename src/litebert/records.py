@@ -6,7 +6,8 @@ already set. Sources, first found wins:
 - otherwise `config.json` (architecture, labels, problem type, SQuAD v2 head, positions) plus, for a
   fine-tuning run, `finetune.json` (task name, max_seq_length, doc stride, answer-length limits).
 
-A fine-tuning run directory means its `best/` checkpoint. No torch here: the ONNX path imports this.
+A run directory means the checkpoint `rundir.resolve_model_dir` picks for every `--model` (a fine-tuning run's
+`best/`, a pretraining run's newest complete checkpoint). No torch here: the ONNX path imports this.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from litebert.config import AlbertConfig, dataclass_from_dict
 from litebert.errors import CheckpointError, ConfigError
 from litebert.files import read_json
+from litebert.rundir import resolve_model_dir
 
 CONFIG_NAME = "config.json"
 FINETUNE_RECORD = "finetune.json"
@@ -36,12 +38,6 @@ ARCHITECTURE_TASKS = {
 }
 PROBLEM_HEADS = {"regression": "regression", "multi_label_classification": "multilabel",
                  "single_label_classification": "classification"}
-
-
-def best_dir(path: str | Path) -> Path:
-    """A fine-tuning run dir means its best checkpoint."""
-    path = Path(path)
-    return path / "best" if (path / "best" / CONFIG_NAME).is_file() else path
 
 
 def read_json_object(path: Path) -> dict:
@@ -102,13 +98,12 @@ class ModelRecord:
 
 def read_record(model_dir: str | Path) -> tuple[Path, ModelRecord]:
     """(the directory holding the weights, its record). See the module docstring for the sources."""
-    model_dir = Path(model_dir)
-    if not model_dir.is_dir():
-        raise CheckpointError(f"{model_dir}: model directory not found")
-    if (model_dir / INFERENCE_RECORD).is_file():
-        path = model_dir / INFERENCE_RECORD
-        return model_dir, ModelRecord.from_dict(read_json_object(path), str(path))
-    weights_dir = best_dir(model_dir)
+    weights_dir = resolve_model_dir(model_dir)
+    if not weights_dir.is_dir():
+        raise CheckpointError(f"{weights_dir}: model directory not found")
+    if (weights_dir / INFERENCE_RECORD).is_file():
+        path = weights_dir / INFERENCE_RECORD
+        return weights_dir, ModelRecord.from_dict(read_json_object(path), str(path))
     config, _ = read_model_config(weights_dir)
     architecture = saved_architecture(weights_dir)
     run = _finetune_settings(weights_dir)
