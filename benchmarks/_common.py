@@ -43,9 +43,9 @@ def setup(args: argparse.Namespace) -> torch.device:
 
 
 def load_model_config(spec: str):
-    from litebert.cli._common import load_config
+    from litebert.config import AlbertConfig
 
-    return load_config(spec)
+    return AlbertConfig.load(spec)
 
 
 def logger(args: argparse.Namespace):

@@ -129,6 +129,18 @@ class AlbertConfig:
             raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
         return cls(**{**PRESETS[name], **overrides})
 
+    @classmethod
+    def load(cls, spec: str | Path) -> "AlbertConfig":
+        """A preset name, a config JSON file (any dialect) or a model directory (its config.json)."""
+        if str(spec) in PRESETS:
+            return cls.from_preset(str(spec))
+        path = Path(spec)
+        if path.is_dir():
+            path = path / "config.json"
+        if path.is_file():
+            return cls.from_json(path)
+        raise ConfigError(f"{str(spec)!r} is neither a preset ({', '.join(sorted(PRESETS))}) nor a config file")
+
     # ------------------------------------------------------------------ our JSON
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -353,7 +353,6 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
     newest complete checkpoint); its weights are the start, the optimizer and schedule are fresh, and the store
     must have been built with the model's own tokenizer (same pieces, same ids), which `store` is checked
     against."""
-    from litebert.cli._common import load_config
     from litebert.hub_cache import resolve_model_path
     from litebert.rundir import resolve_model_dir
 
@@ -369,7 +368,7 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
         raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
                           f"to continue from; to train this architecture from scratch pass its config file "
                           f"(--model {source / 'config.json'})")
-    config = load_config(model) if model not in PRESETS else AlbertConfig.from_preset(model)
+    config = AlbertConfig.load(model)
     if init_dir is not None and config.vocab_size != vocab_size:
         raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
                           f"vocab size {vocab_size}")

@@ -29,7 +29,7 @@ def run(args) -> int:
     import torch
 
     from litebert.bench import quick_bench
-    from litebert.cli._common import load_config
+    from litebert.config import AlbertConfig
     from litebert.device import pick_device
     from litebert.errors import ConfigError
 
@@ -39,7 +39,7 @@ def run(args) -> int:
         raise ConfigError(f"--seq {args.seq}: must be >= 8")
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = load_config(args.model)
+    config = AlbertConfig.load(args.model)
     if args.seq > config.max_position_embeddings:
         raise ConfigError(f"--seq {args.seq} exceeds the model's max_position_embeddings "
                           f"{config.max_position_embeddings}")

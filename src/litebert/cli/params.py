@@ -15,9 +15,9 @@ def run(args) -> int:
     from litebert.params import count_parameters, format_tables
 
     if args.model:
-        from litebert.cli._common import load_config
+        from litebert.config import AlbertConfig
 
-        config = load_config(args.model)
+        config = AlbertConfig.load(args.model)
         print(f"{args.model}: {count_parameters(config):,} parameters (encoder + pooler)")
         return 0
     print(format_tables())
