@@ -883,14 +883,6 @@ class TermSignal:
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
 
-    def agreed(self, d: Dist) -> bool:
-        """Whether any rank got SIGTERM (all-reduced, so every rank stops after the same step)."""
-        if d.world == 1:
-            return self.received
-        flag = torch.tensor([float(self.received)])
-        d.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return flag.item() > 0
-
 
 SINGLE_SENTENCE_MODES = {"random": "random_document", "split": "split", "skip": "skip"}  # CLI -> dataset names
 LABEL_SKEW_WARNING = 0.1  # warn when the share of label 1 is further than this from 1/2
@@ -960,7 +952,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
         run.step += 1
         window_tokens += stats["tokens"]
         run.tokens += stats.pop("tokens")
-        stop = budget_spent(run, time.perf_counter() - started)
+        stop, terminated = stop_signals(run, time.perf_counter() - started, term.received)
         if run.step % cfg.log_every == 0 or run.step == cfg.steps or stop:
             elapsed = time.perf_counter() - window_start
             tps = window_tokens / elapsed
@@ -986,7 +978,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
                 say(f"stopping at step {run.step} of {cfg.steps}: {stop}; checkpoint-{run.step} saved (resume "
                     "with a larger budget to go on)")
             break
-        if run.step < cfg.steps and term.agreed(d):
+        if run.step < cfg.steps and terminated:
             if not saved:
                 save(run)
             raise Terminated(f"SIGTERM: stopped after step {run.step} and saved checkpoint-{run.step} in {cfg.out}; "
@@ -998,18 +990,21 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
     return result
 
 
-def budget_spent(run: Run, elapsed: float) -> str:
-    """Why this run should stop now ("" when it should not); the same answer on every rank."""
+def stop_signals(run: Run, elapsed: float, sigterm: bool) -> tuple[str, bool]:
+    """(why the budget stops the run now, "" when it does not; whether any rank got SIGTERM), the same on every
+    rank. Under DDP both are agreed in one all-reduce per step: clocks differ between ranks, so rank 0's budget
+    decides, and a SIGTERM on any rank stops them all after the same step."""
     cfg, why = run.cfg, ""
     if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
         why = f"--max-time {cfg.max_time} reached"
     elif cfg.max_tokens is not None and run.tokens >= cfg.max_tokens:
         why = f"--max-tokens {cfg.max_tokens:,} reached ({run.tokens:,.0f} tokens)"
-    if run.d.world > 1:  # clocks differ between ranks: rank 0 decides
-        flag = torch.tensor([1.0 if why else 0.0])
-        dist.broadcast(flag, src=0)
-        why = (why or "the budget was reached on rank 0") if flag.item() > 0 else ""
-    return why
+    if run.d.world == 1:
+        return why, sigterm
+    flags = torch.tensor([1.0 if why and run.d.main else 0.0, float(sigterm)])  # [rank 0's budget, any SIGTERM]
+    run.d.all_reduce(flags, op=dist.ReduceOp.MAX)
+    budget, terminated = flags.tolist()
+    return ((why or "the budget was reached on rank 0") if budget > 0 else ""), terminated > 0
 
 
 def save_final(run: Run) -> Path | None:
