@@ -28,7 +28,6 @@ FILL_MASK_EXAMPLES = [
 # per sequence), 5% warm-up.
 DEMO_RECIPE = dict(batch_size=16, micro_batch_size=16, max_seq_length=64, masked_lm_prob=0.4,
                    max_predictions_per_seq=26, lr=1e-2, optimizer="lamb")
-EVAL_PROTOCOL = dict(max_seq_length=64, max_predictions_per_seq=10, masked_lm_prob=0.15)
 
 
 def stdlib_documents(min_chars: int = 200) -> list[str]:
@@ -77,9 +76,9 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     speed and set the step count (or pass `steps`), so the demo ends in about minutes + 2 however fast the CPU."""
     from litebert.checkpoint import find_latest_checkpoint
     from litebert.data.store import build_store
-    from litebert.inference import fill_mask
+    from litebert.inference import fill_mask, format_predictions
     from litebert.model import AlbertForPreTraining
-    from litebert.pretrain import PretrainConfig, evaluate_checkpoint, measure_seconds_per_step, pretrain
+    from litebert.pretrain import PretrainConfig, eval_protocol, evaluate_checkpoint, measure_seconds_per_step, pretrain
     from litebert.tokenizer import train_sentencepiece
 
     out = Path(out)
@@ -121,7 +120,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     ckpt = out / "pretrain" / "final"  # the model at the last step (--steps, or where the time budget ran out)
     last = find_latest_checkpoint(out / "pretrain")
     # Scored with ALBERT's 15% masking whatever the training rate, so the figure compares across recipes.
-    model, protocol = AlbertForPreTraining.from_pretrained(ckpt), PretrainConfig(**EVAL_PROTOCOL)
+    model, protocol = AlbertForPreTraining.from_pretrained(ckpt), eval_protocol(cfg)
     for objective in ("nsp", "sop"):  # the SOP pass last: its MLM figures are the ones reported
         result.update(evaluate_checkpoint(model, out / "store", objective, 64, batches=20, batch_size=32, seed=seed,
                                           cfg=protocol))
@@ -132,7 +131,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
             print(f"  {key:14s} {result[key]:.4f}")
     print(f"\nFill-mask with {ckpt}:")
     for text, masks in zip(FILL_MASK_EXAMPLES, fill_mask(ckpt, FILL_MASK_EXAMPLES, top_k=5)):
-        print(f"  {text}\n    -> " + ", ".join(f"{p.text} ({p.score:.2f})" for p in masks[0]))
+        print(f"  {text}\n    -> " + format_predictions(masks[0], ".2f"))
     print(f"\nRun dir: {out}  (try: litebert fill-mask --model {ckpt} \"...[MASK]...\"; "
           f"litebert plot {out / 'pretrain'})")
     say("done")

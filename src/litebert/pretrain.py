@@ -75,6 +75,7 @@ class PretrainConfig:
     optimizer: str = "lamb"
     weight_decay: float = 0.01
     poly_power: float = 1.0
+    no_decay_lr_scale: float = 1.0  # lr multiplier of biases and LayerNorm params (LAMB: no trust ratio for them)
     max_grad_norm: float = 1.0
     # speed
     precision: str = "auto"
@@ -125,6 +126,8 @@ class PretrainConfig:
             (self.warmup_steps is None or 0 <= self.warmup_steps <= self.steps, "warmup_steps",
              "must be in [0, steps]"),
             (self.weight_decay >= 0, "weight_decay", "must be >= 0"),
+            (self.no_decay_lr_scale >= 0 and math.isfinite(self.no_decay_lr_scale), "no_decay_lr_scale",
+             "must be a number >= 0"),
             (self.num_workers >= 0, "num_workers", "must be >= 0 (0: load data in the training process)"),
             (self.threads is None or self.threads >= 1, "threads", "must be >= 1"),
             (self.seed >= 0, "seed", "must be >= 0"),
@@ -438,7 +441,8 @@ def setup(cfg: PretrainConfig) -> Run:
     if init_dir is not None:
         raw.load_state_dict(read_model_state(init_dir)[2], strict=False)
     raw.to(device)
-    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                no_decay_lr_scale=cfg.no_decay_lr_scale)
     scheduler = make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power)
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
@@ -681,14 +685,28 @@ def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = No
 # --------------------------------------------------------------------------------------------- eval, save, log
 
 
+EVAL_MASKED_LM_PROB = 0.15  # ALBERT's masking rate: held-out MLM is scored with it whatever the training rate
+
+
+def eval_protocol(cfg: PretrainConfig) -> PretrainConfig:
+    """`cfg` with the masking held-out MLM is scored with: ALBERT's 15% of the words whatever the training rate
+    (so a run that trains with 40% masking is scored on the same task as one that trains with 15%), with at most
+    ceil(15% of --max-seq-length) predictions per example, or the run's own cap when that is lower. Length,
+    n-gram and short-sequence settings stay the run's."""
+    cap = math.ceil(round(EVAL_MASKED_LM_PROB * cfg.max_seq_length, 6))  # round: 0.15 * 20 is 3.0000000000000004
+    return dataclasses.replace(cfg, masked_lm_prob=EVAL_MASKED_LM_PROB,
+                               max_predictions_per_seq=max(1, min(cfg.max_predictions_per_seq, cap)))
+
+
 def evaluate(run: Run, objective: str | None = None) -> dict[str, float]:
-    """MLM loss/accuracy and sentence-pair accuracy on the store's validation split."""
+    """MLM loss/accuracy (ALBERT's 15% masking: `eval_protocol`) and sentence-pair accuracy on the store's
+    validation split."""
     if run.store.num_documents("validation") == 0:
         return {}
     objective = objective or (run.cfg.objective if run.cfg.objective != "none" else "sop")
     return evaluate_checkpoint(run.raw_model, run.store, objective, run.cfg.max_seq_length,
                                batches=run.cfg.eval_batches, batch_size=run.cfg.micro_batch_size,
-                               precision=run.precision, seed=run.cfg.seed, cfg=run.cfg)
+                               precision=run.precision, seed=run.cfg.seed, cfg=eval_protocol(run.cfg))
 
 
 @torch.no_grad()
