@@ -28,6 +28,8 @@ HELP = {
     "optimizer": "lamb (the paper's), adamw, or adamw_official (the BERT code's AdamW)",
     "weight_decay": "decoupled weight decay",
     "poly_power": "power of the polynomial decay after warmup (1: linear)",
+    "no_decay_lr_scale": "learning-rate multiplier for the biases and LayerNorm parameters, which get no weight "
+                         "decay and (under LAMB) no trust ratio (1: the official optimizer; docs/recipes.md)",
     "max_grad_norm": "gradient clipping norm",
     "precision": "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
     "compile": "torch.compile the model (a minute of compilation first)",
