@@ -2,10 +2,11 @@
 ranks, for litebert's own `train_step` as `litebert pretrain` runs it (precision "auto": bf16 autocast on a CPU
 with AMX/AVX512-BF16; eager, as the CLI's default; LAMB, clip 1.0; synthetic full-length batches, P = 20).
 
-    python benchmarks/bench_scaling.py --json docs/benchmarks_scaling.json      # the full sweep (long: background it)
-    python benchmarks/bench_scaling.py --json /tmp/s.json --quick               # albert-tiny only: a smoke check
+    python benchmarks/bench_scaling.py --out DIR            # the full sweep (hours on a shared machine: background it)
+    python benchmarks/bench_scaling.py --out DIR --quick    # albert-tiny only: a smoke check
+    python benchmarks/bench_scaling.py --json docs/benchmarks_scaling.json --resume     # finish an interrupted sweep
     python benchmarks/bench_scaling.py --json docs/benchmarks_scaling.json --render-only \
-        --markdown /tmp/block.md --png docs/benchmarks_scaling.png              # tables + chart from the JSON
+        --markdown block.md --png docs/benchmarks_scaling.png   # tables and chart from the JSON, no measuring
 
 Every point runs in a fresh child process, so its peak RSS (the kernel's VmHWM: Python, torch, weights, gradients,
 optimizer state, activations, everything) is that point's alone; 2 DDP ranks report the sum of the two ranks'
@@ -52,10 +53,10 @@ def sweep(quick: bool, threads: int) -> list[dict[str, Any]]:
         # first while the machine's memory is free; xlarge and xxlarge once each (a step takes minutes).
         points = [pt("model", m, 512, 1, steps=1, repeats=1) for m in ("albert-xxlarge", "albert-xlarge")]
         points += [pt("model", m, 512, 1, steps=2) for m in ("albert-large", "albert-base", "albert-tiny")]
-        # Sequence length at a fixed 2,048 tokens per step (albert-base).
-        points += [pt("seq", "albert-base", s, 2048 // s, steps=2) for s in (64, 128, 256, 512)]
+        # Sequence length at a fixed 1,024 tokens per step (albert-base).
+        points += [pt("seq", "albert-base", s, 1024 // s, steps=2) for s in (64, 128, 256, 512)]
         # The 2 cores as 1 process x 1 thread, 1 process x 2 threads, and 2 DDP ranks x 1 thread.
-        points += [pt("ranks", "albert-base", 128, 16, ranks=r, thr=t, steps=2) for r, t in ((1, 1), (1, 2), (2, 1))]
+        points += [pt("ranks", "albert-base", 128, 8, ranks=r, thr=t, steps=2) for r, t in ((1, 1), (1, 2), (2, 1))]
         # The memory-saving variant of the largest model last: the point is made without it.
         points += [pt("model", "albert-xxlarge", 512, 1, ckpt=True, steps=1, repeats=1)]
     order = [dict(p, repeat=0) for p in points]
@@ -311,9 +312,10 @@ def markdown(data: dict[str, Any], command: str) -> str:
         if body:
             lines += [f"#### {title}", "", "| " + " | ".join(headers) + " |",
                       "|" + "---|" * len(headers), *body, ""]
-    lines += ["- peak RSS: the kernel's VmHWM of a fresh process per point (Python and torch included, about "
-              f"{statistics.median(p['baseline_rss_mb'] for p in data['points'] if 'baseline_rss_mb' in p) / 1024:.2f}"
-              " GiB before the model is built); for 2 ranks, the sum of both ranks' VmHWM.",
+    base = [p["baseline_rss_mb"] for p in data["points"] if "baseline_rss_mb" in p]
+    lines += ["- peak RSS: the kernel's VmHWM of a fresh process per point (Python and torch included"
+              + (f", about {statistics.median(base) / 1024:.2f} GiB before the model is built" if base else "")
+              + "); for 2 ranks, the sum of both ranks' VmHWM.",
               "- lower bound: `litebert.memory.training_bytes`, what the CLI checks before a run starts (all ranks).",
               "- achieved GFLOP/s: `litebert.model.model_flops_per_token` x tokens/s (matmul FLOPs; recomputation "
               "under checkpointing is not counted, so it reads lower there).", ""]
@@ -381,7 +383,8 @@ def chart(data: dict[str, Any], png: Path) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--json", help="results file, written point by point")
+    p.add_argument("--out", help="directory for scaling.json, scaling.md and scaling.png (what run_all.py collects)")
+    p.add_argument("--json", help="results file, written point by point (default: OUT/scaling.json)")
     p.add_argument("--quick", action="store_true", help="albert-tiny only, 1 step: a smoke check in about a minute")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads in the sequence-length and model-size points (1: the CPU time of a step is "
@@ -393,16 +396,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-wait", type=float, default=1800, help="seconds to wait for memory before skipping a point")
     p.add_argument("--nice", type=int, default=5, help="niceness of the measuring processes")
     p.add_argument("--render-only", action="store_true", help="no measuring: tables and chart from --json")
-    p.add_argument("--markdown", help="write the results tables (Markdown) here")
-    p.add_argument("--png", help="write the chart here")
+    p.add_argument("--markdown", help="write the results tables (Markdown) here (default: OUT/scaling.md)")
+    p.add_argument("--png", help="write the chart here (default: OUT/scaling.png)")
     p.add_argument("--point", help=argparse.SUPPRESS)  # internal: measure one point (JSON), print its result
     args = p.parse_args(argv)
     if args.point:
         watchdog(GIB)
         print(json.dumps(measure(json.loads(args.point))))
         return 0
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        args.json = args.json or str(out / "scaling.json")
+        args.markdown = args.markdown or str(out / "scaling.md")
+        args.png = args.png or str(out / "scaling.png")
     if not args.json:
-        p.error("--json is required")
+        p.error("give --out DIR or --json FILE")
     data = json.loads(Path(args.json).read_text()) if args.render_only else run_sweep(args)
     command = data.get("command", "python benchmarks/bench_scaling.py")
     if args.markdown:
