@@ -37,12 +37,12 @@ PREDICTIONS = 20  # the official max_predictions_per_seq
 # ------------------------------------------------------------------------------------------------ the sweep
 
 
-def sweep(quick: bool, threads: int) -> list[dict[str, Any]]:
+def sweep(quick: bool, threads: int, max_repeats: int = 2) -> list[dict[str, Any]]:
     """The points, in run order: one pass over every point, then the second repeat of the cheap ones (so a
     burst of load from other tenants does not hit all repeats of one point)."""
     def pt(group, model, seq, batch, *, ranks=1, thr=threads, ckpt=False, steps=3, repeats=2):
         return dict(group=group, model=model, seq=seq, batch=batch, ranks=ranks, threads=thr,
-                    checkpointing=ckpt, steps=steps, repeats=repeats)
+                    checkpointing=ckpt, steps=steps, repeats=min(repeats, max_repeats))
 
     if quick:
         points = [pt("model", "albert-tiny", 64, 2, ckpt=c, steps=1, repeats=1) for c in (False, True)]
@@ -218,7 +218,7 @@ def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     data["command"] = "python benchmarks/bench_scaling.py" + (" --quick" if args.quick else "")
     data["points"] = [p for p in data.get("points", []) if "error" not in p]
     path.parent.mkdir(parents=True, exist_ok=True)
-    wanted = [p for p in sweep(args.quick, args.threads) if not args.only or p["group"] in args.only.split(",")]
+    wanted = [p for p in sweep(args.quick, args.threads, args.max_repeats) if not args.only or p["group"] in args.only.split(",")]
     for i, point in enumerate(wanted):
         if key(point) in done:
             continue
@@ -391,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                         "its cost, whatever the other tenants of the machine do)")
     p.add_argument("--only", default="", help="comma-separated groups: seq, model, ranks")
     p.add_argument("--resume", action="store_true", help="keep the points already in --json, run the rest")
+    p.add_argument("--max-repeats", type=int, default=2,
+                   help="runs of each cheap point (1: one pass; a later --resume with 2 adds the second)")
     p.add_argument("--margin-gib", type=float, default=4.0,
                    help="free memory to leave to the machine's other users beyond a point's estimated need")
     p.add_argument("--max-wait", type=float, default=1800, help="seconds to wait for memory before skipping a point")

@@ -11,7 +11,7 @@ docs/benchmarks.png and the sweeps' charts and data (docs/benchmarks_<sweep>.png
 Each benchmark runs in its own process (a fresh heap and compile cache per workload) and writes JSON; this script
 only collects. The comparisons (RUNS) run once per thread count; the sweeps (SWEEPS: cost growth with sequence
 length, model size and ranks; the data pipeline against corpus size) once, each script called as
-`python benchmarks/SCRIPT --out DIR [--quick]`, writing into DIR a Markdown fragment (*.md), its data (*.json) and
+`python benchmarks/SCRIPT --out DIR` (plus its own small-version flags under --quick), writing into DIR a Markdown fragment (*.md), its data (*.json) and
 its chart (*.png). Text in docs/benchmarks.md outside the RESULTS markers is kept, so the analysis written by hand
 survives a re-run.
 """
@@ -41,8 +41,8 @@ RUNS = [  # (name, script, arguments)
     ("finetune", "bench_finetune.py", []),
 ]
 
-SWEEPS = [  # (name, title, script): run once, `SCRIPT --out DIR [--quick]`
-    ("scaling", "Cost growth: sequence length, model size, DDP ranks", "bench_scaling.py"),
+SWEEPS = [  # (name, title, script, the arguments of its quick version): run once, `SCRIPT --out DIR [QUICK...]`
+    ("scaling", "Cost growth: sequence length, model size, DDP ranks", "bench_scaling.py", ["--quick"]),
 ]
 
 
@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                            results_block(results, threads, command, time.time() - started))
         chart = write_chart(Path(args.out))
         print(f"wrote {args.out}" + (f" and {chart}" if chart else ""), file=sys.stderr)
-    for name, title, script in SWEEPS:
+    for name, title, script, quick in SWEEPS:
         if selected(args, name):
-            failed |= not run_sweep(args, name, title, script, command)
+            failed |= not run_sweep(args, name, title, [script, *(quick if args.quick else [])], command)
     return 1 if failed else 0
 
 
@@ -95,12 +95,12 @@ def selected(args: argparse.Namespace, name: str) -> bool:
     return not args.only or name in args.only.split(",")
 
 
-def run_sweep(args: argparse.Namespace, name: str, title: str, script: str, command: str) -> bool:
+def run_sweep(args: argparse.Namespace, name: str, title: str, script: list[str], command: str) -> bool:
     """Run one sweep into a temporary directory; its chart and data go next to the Markdown file
     (benchmarks_NAME.png / .json), its tables into the page between this sweep's markers. True when it passed."""
     out = Path(args.out)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, str(HERE / script), "--out", tmp] + (["--quick"] if args.quick else [])
+        cmd = [sys.executable, str(HERE / script[0]), "--out", tmp, *script[1:]]
         print(f"== {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
         started = time.time()
         proc = subprocess.run(cmd, cwd=REPO)
@@ -108,7 +108,8 @@ def run_sweep(args: argparse.Namespace, name: str, title: str, script: str, comm
         fragments = sorted(Path(tmp).glob("*.md"))
         lines = [SWEEP_MARK.format(name=name, edge="BEGIN"), "", f"## {title}", "",
                  f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `{command}`: "
-                 f"`python benchmarks/{script} --out DIR{' --quick' if args.quick else ''}` ({minutes:.1f} min).", ""]
+                 f"`{' '.join(['python', f'benchmarks/{script[0]}', '--out', 'DIR', *script[1:]])}` "
+                 f"({minutes:.1f} min).", ""]
         if proc.returncode != 0:
             lines += [f"**FAILED (exit {proc.returncode})**" + (": what it measured before is below." if fragments
                                                                   else "."), ""]

@@ -51,7 +51,7 @@ def test_a_point_measures_the_real_train_step(scaling):
 
 def test_sweep_keeps_each_point_resumes_and_renders(scaling, tmp_path, monkeypatch):
     points = [tiny_point(), tiny_point(seq=32, batch=1)]
-    monkeypatch.setattr(scaling, "sweep", lambda quick, threads: [dict(p) for p in points])
+    monkeypatch.setattr(scaling, "sweep", lambda quick, threads, max_repeats: [dict(p) for p in points])
     out = tmp_path / "s"
     assert scaling.main(["--out", str(out), "--nice", "0"]) == 0
     data = json.loads((out / "scaling.json").read_text())
@@ -67,7 +67,7 @@ def test_sweep_keeps_each_point_resumes_and_renders(scaling, tmp_path, monkeypat
 
 
 def test_a_point_that_does_not_fit_is_recorded_and_not_run(scaling, tmp_path, monkeypatch):
-    monkeypatch.setattr(scaling, "sweep", lambda quick, threads: [tiny_point()])
+    monkeypatch.setattr(scaling, "sweep", lambda quick, threads, max_repeats: [tiny_point()])
     monkeypatch.setattr(scaling, "available_bytes", lambda: 2**20)  # 1 MiB free
     assert scaling.main(["--out", str(tmp_path), "--max-wait", "0", "--nice", "0"]) == 1
     (point,) = json.loads((tmp_path / "scaling.json").read_text())["points"]
@@ -96,7 +96,7 @@ sys.exit(int(not a.quick))
 def test_run_all_puts_a_sweep_into_the_page_and_keeps_hand_written_text(run_all, tmp_path, monkeypatch):
     (tmp_path / "fake_sweep.py").write_text(FAKE_SWEEP)
     monkeypatch.setattr(run_all, "HERE", tmp_path)
-    monkeypatch.setattr(run_all, "SWEEPS", [("fake", "A fake sweep", "fake_sweep.py")])
+    monkeypatch.setattr(run_all, "SWEEPS", [("fake", "A fake sweep", "fake_sweep.py", ["--quick"])])
     page = tmp_path / "docs" / "benchmarks.md"
     page.parent.mkdir()
     page.write_text("# Benchmarks\n\nwritten by hand\n")
