@@ -284,6 +284,8 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                        cpu_step_s=statistics.median([statistics.median(r["cpu_seconds"]) for r in runs
                                                      if r["cpu_seconds"]] or [float("nan")]),
                        first_step_s=statistics.median(r["first_step_s"] for r in runs),
+                       tokens_per_cpu_s=runs[0]["tokens_per_step"] / statistics.median(
+                           [statistics.median(r["cpu_seconds"]) for r in runs if r["cpu_seconds"]] or [float("nan")]),
                        peak_rss_mb=max(r["peak_rss_mb"] for r in runs),
                        gflop_s=statistics.median(r["tokens_per_s"] * r["flops_per_token"] / 1e9 for r in runs))
         out.append(row)
@@ -303,7 +305,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
              f"by `{command}`; load average (1 min) seen before/after the points: {min(loads):.1f} to "
              f"{max(loads):.1f} on {machine.get('logical_cpus', '?')} cores.", ""]
     titles = {"model": "Model size", "seq": "Sequence length", "ranks": "DDP ranks and threads on the same cores"}
-    headers = ["point", "tokens/s (median [min-max] over repeats)", "s/step", "CPU s/step", "first step s",
+    headers = ["point", "tokens/s (median [min-max] over repeats)", "s/step", "CPU s/step", "tokens per CPU-s",
+               "first step s",
                "achieved GFLOP/s",
                "peak RSS GiB", "lower bound GiB", "repeats x steps", "load avg"]
     for group, title in titles.items():
@@ -311,12 +314,13 @@ def markdown(data: dict[str, Any], command: str) -> str:
         for r in (r for r in rows if r["group"] == group):
             load = f"{min(r['loads']):.1f}-{max(r['loads']):.1f}"
             if not r["runs"]:
-                body.append(f"| {describe(r)} | {r['errors'][-1]['error']} | | | | | | "
+                body.append(f"| {describe(r)} | {r['errors'][-1]['error']} | | | | | | | "
                             f"{r['lower_bound_mb'] / 1024:.2f} | | {load} |")
                 continue
             spread = f" [{r['rate_min']:,.0f}-{r['rate_max']:,.0f}]" if len(r["runs"]) > 1 else ""
             cpu = f"{r['cpu_step_s']:.2f}" if r["cpu_step_s"] == r["cpu_step_s"] else "-"
             body.append(f"| {describe(r)} | {r['tokens_per_s']:,.0f}{spread} | {r['step_s']:.2f} | {cpu} | "
+                        f"{r['tokens_per_cpu_s']:,.0f} | "
                         f"{r['first_step_s']:.1f} | {r['gflop_s']:,.0f} | {r['peak_rss_mb'] / 1024:.2f} | "
                         f"{r['lower_bound_mb'] / 1024:.2f} | {len(r['runs'])} x {r['steps']} | {load} |")
         if body:
@@ -333,7 +337,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 
 def chart(data: dict[str, Any], png: Path) -> Path | None:
-    """Top row tokens/s, bottom row peak RSS; columns: sequence length, model size, ranks."""
+    """Top row throughput (wall-clock tokens/s and tokens per CPU-second), bottom row peak RSS; columns: sequence
+    length, model size, ranks."""
     try:
         import matplotlib
 
@@ -344,46 +349,46 @@ def chart(data: dict[str, Any], png: Path) -> Path | None:
         return None
     rows = [r for r in summarize(data) if r["runs"]]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8), squeeze=False)
-    seq = sorted((r for r in rows if r["group"] == "seq"), key=lambda r: r["seq"])
-    if seq:
-        xs = [r["seq"] for r in seq]
-        axes[0][0].errorbar(xs, [r["tokens_per_s"] for r in seq], marker="o", capsize=3,
-                            yerr=[[r["tokens_per_s"] - r["rate_min"] for r in seq],
-                                  [r["rate_max"] - r["tokens_per_s"] for r in seq]])
-        axes[1][0].plot(xs, [r["peak_rss_mb"] / 1024 for r in seq], marker="o")
-        for ax in (axes[0][0], axes[1][0]):
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(xs, [f"{x}\nb{r['batch']}" for x, r in zip(xs, seq)])
-            ax.set_xlabel(f"sequence length / batch ({seq[0]['model']}, {seq[0]['batch'] * seq[0]['seq']} "
-                          "tokens per step)")
-    for col, group in ((1, "model"), (2, "ranks")):
+    series = (("tokens_per_s", "wall clock: tokens/s", "tab:blue"),
+              ("tokens_per_cpu_s", "tokens per CPU-second (all processes)", "tab:green"))
+    for col, group in enumerate(("seq", "model", "ranks")):
         sel = [r for r in rows if r["group"] == group]
         if not sel:
             continue
-        labels = [describe(r).split(", seq")[0].replace("albert-", "") + (" +ckpt" if r["checkpointing"] else "")
-                  if group == "model" else f"{r['ranks']} rank(s)\nx {r['threads']} thr" for r in sel]
-        xs = range(len(sel))
-        axes[0][col].bar(xs, [r["tokens_per_s"] for r in sel], color="tab:blue",
-                         yerr=[[r["tokens_per_s"] - r["rate_min"] for r in sel],
-                               [r["rate_max"] - r["tokens_per_s"] for r in sel]], capsize=3)
+        if group == "seq":
+            sel.sort(key=lambda r: r["seq"])
+            labels = [f"{r['seq']}\nbatch {r['batch']}" for r in sel]
+            title = f"sequence length ({sel[0]['model']}, {sel[0]['batch'] * sel[0]['seq']} tokens per step)"
+        elif group == "model":
+            labels = [r["model"].replace("albert-", "") + ("\n+ckpt" if r["checkpointing"] else "") for r in sel]
+            title = f"model size (seq {sel[0]['seq']}, batch {sel[0]['batch']})"
+        else:
+            labels = [f"{r['ranks']} rank(s)\nx {r['threads']} thread(s)" for r in sel]
+            title = f"ranks ({sel[0]['model']}, seq {sel[0]['seq']}, batch {sel[0]['batch']} in total)"
+        xs = list(range(len(sel)))
+        for i, (field, name, color) in enumerate(series):
+            axes[0][col].bar([x + (i - 0.5) * 0.4 for x in xs], [r[field] for r in sel], width=0.4, color=color,
+                             label=name)
         axes[1][col].bar(xs, [r["peak_rss_mb"] / 1024 for r in sel], color="tab:orange")
         for ax in (axes[0][col], axes[1][col]):
-            ax.set_xticks(list(xs), labels, fontsize=7, rotation=30 if group == "model" else 0)
+            ax.set_xticks(xs, labels, fontsize=7)
+        axes[0][col].set_title(title, fontsize=9)
         if group == "model":
             axes[0][col].set_yscale("log")
-            axes[1][col].axhline(24, color="red", lw=1, ls="--", label="machine total 24 GiB")
+            axes[1][col].axhline(24, color="red", lw=1, ls="--", label="the machine's total memory, 24 GiB")
             axes[1][col].legend(fontsize=7)
-            axes[0][col].set_title(f"model size (seq {sel[0]['seq']}, batch {sel[0]['batch']})", fontsize=9)
-        else:
-            axes[0][col].set_title(f"ranks ({sel[0]['model']}, seq {sel[0]['seq']}, batch {sel[0]['batch']} "
-                                   "in total)", fontsize=9)
-    axes[0][0].set_title("sequence length", fontsize=9)
+        for x, r in zip(xs, sel):
+            axes[1][col].text(x, r["peak_rss_mb"] / 1024, f"{r['peak_rss_mb'] / 1024:.1f}", ha="center",
+                              va="bottom", fontsize=7)
+    axes[0][0].legend(fontsize=7)
     for ax in axes[0]:
-        ax.set_ylabel("training tokens/s")
+        ax.set_ylabel("training tokens per second")
     for ax in axes[1]:
-        ax.set_ylabel("peak RSS GiB (VmHWM)")
-    fig.suptitle(f"litebert train_step cost growth, {rows[0]['threads'] if rows else '?'} threads, "
-                 f"commit {data.get('commit', '?')} ({data.get('machine', {}).get('cpu', '')})", fontsize=10)
+        ax.set_ylabel("peak RSS GiB (VmHWM, all ranks)")
+    loads = [x for r in rows for x in r["loads"]] or [float("nan")]
+    fig.suptitle(f"litebert train_step (bf16 autocast, eager, LAMB), commit {data.get('commit', '?')}; "
+                 f"{data.get('machine', {}).get('logical_cpus', '?')}-core machine shared with other work, "
+                 f"load average {min(loads):.0f}-{max(loads):.0f}", fontsize=10)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=100)
