@@ -228,7 +228,9 @@ def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     data["command"] = "python benchmarks/bench_scaling.py" + (" --quick" if args.quick else "")
     data["points"] = [p for p in data.get("points", []) if "error" not in p]
     path.parent.mkdir(parents=True, exist_ok=True)
-    wanted = [p for p in sweep(args.quick, args.threads, args.max_repeats) if not args.only or p["group"] in args.only.split(",")]
+    wanted = [p for p in sweep(args.quick, args.threads, args.max_repeats)
+              if (not args.only or p["group"] in args.only.split(","))
+              and (not args.models or p["model"] in args.models.split(","))]
     for i, point in enumerate(wanted):
         if key(point) in done:
             continue
@@ -405,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch threads in the sequence-length and model-size points (1: the CPU time of a step is "
                         "its cost, whatever the other tenants of the machine do)")
     p.add_argument("--only", default="", help="comma-separated groups: seq, model, ranks")
+    p.add_argument("--models", default="", help="comma-separated model names: only their points")
     p.add_argument("--resume", action="store_true", help="keep the points already in --json, run the rest")
     p.add_argument("--max-repeats", type=int, default=2,
                    help="runs of each cheap point (1: one pass; a later --resume with 2 adds the second)")
