@@ -116,3 +116,33 @@ def test_run_all_names_an_unknown_workload(run_all, capsys):
     with pytest.raises(SystemExit) as e:
         run_all.main(["--only", "pretrain-128,nope"])
     assert e.value.code == 2 and "--only nope: unknown" in capsys.readouterr().err
+
+
+FAKE_RUN = '''
+import argparse, json
+p = argparse.ArgumentParser()
+for flag in ("--threads", "--model", "--json"):
+    p.add_argument(flag)
+p.add_argument("--quick", action="store_true")
+a = p.parse_args()
+target = {"name": "fake ratio", "value": 2.5, "min": 2.0, "max": 3.0, "target": 2.0, "comparison": ">=", "met": True,
+          "command": "python benchmarks/fake_run.py"}
+json.dump({"command": "python benchmarks/fake_run.py", "machine": {"cpu": "fake"}, "targets": [target],
+           "sections": [{"title": "Fake workload", "headers": ["side", "model"], "rows": [["ours", a.model]]}]},
+          open(a.json, "w"))
+'''
+
+
+def test_run_all_comparisons_land_in_their_thread_block(run_all, tmp_path, monkeypatch):
+    (tmp_path / "fake_run.py").write_text(FAKE_RUN)
+    monkeypatch.setattr(run_all, "HERE", tmp_path)
+    monkeypatch.setattr(run_all, "RUNS", [("fake", "fake_run.py", [])])
+    monkeypatch.setattr(run_all, "SWEEPS", [])
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n\nwritten by hand\n")
+    for _ in range(2):  # the second run replaces the block
+        assert run_all.main(["--smoke", "--out", str(page), "--threads", "1"]) == 0
+    text = page.read_text()
+    assert text.count("## Results at 1 thread(s) per side") == 1 and "written by hand" in text
+    assert "| ours | albert-tiny |" in text  # --smoke runs the comparisons on albert-tiny
+    assert "fake ratio" in text and (tmp_path / "benchmarks.png").stat().st_size > 0
