@@ -23,8 +23,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, feature_length, get_task,
-                                 label_list_for, pad_features, read_examples, split_path)
+from litebert.data.examples import Example, Examples
+from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, feature_length, get_task, label_list_for,
+                                 pad_features, read_examples, split_path)
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.files import holding_run_dir
@@ -611,8 +612,6 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
             batch_size: int = 64, texts: Sequence[str] | None = None, **custom) -> list[dict]:
     """Predictions for a file in the task's format (labels not needed), or for `texts` (sentence tasks; a pair
     as "first\tsecond"), one dict per example, carrying its input text."""
-    from litebert.data.tasks import Example
-
     if (input_path is None) == (texts is None):
         raise ConfigError("predict: give an input file (--input) or texts (--text), one of the two")
     cfg, spec, kind, device, model, tokenizer, label_list = _scoring_setup(task, model_dir, input_path or "", custom)
