@@ -19,7 +19,7 @@ import sys
 import torch
 
 import _common as C
-from litebert.bench import (Side, calibration_side, encoder_flops_per_token, hf_encoder_forward,
+from litebert.lab.bench import (Side, calibration_side, encoder_flops_per_token, hf_encoder_forward,
                             ours_encoder_forward, run_interleaved, synthetic_inputs)
 from litebert.device import cpu_has_fast_bf16
 

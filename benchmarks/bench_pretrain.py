@@ -24,7 +24,7 @@ import time
 import torch
 
 import _common as C
-from litebert.bench import (DDPSide, Side, calibration_side, device_peak_flops, hf_pretrain_step,
+from litebert.lab.bench import (DDPSide, Side, calibration_side, device_peak_flops, hf_pretrain_step,
                             ours_pretrain_step, ours_train_step, ratio, run_interleaved,
                             synthetic_pretraining_batch)
 from litebert.device import resolve_precision
@@ -232,7 +232,7 @@ def with_threads(step, threads: int):
 
 def optimizer_side(config, batch, device, precision) -> Side:
     """LAMB (foreach) + global grad-norm clip alone, on real gradients: the optimizer's share of a step."""
-    from litebert.bench import autocast
+    from litebert.lab.bench import autocast
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import litebert.model as ours
 from litebert import AlbertConfig
-from litebert.bench import synthetic_pretraining_batch
+from litebert.lab.bench import synthetic_pretraining_batch
 
 transformers = pytest.importorskip("transformers")
 
