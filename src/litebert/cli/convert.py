@@ -2,10 +2,9 @@
 
 from litebert.cli._common import add_command
 
-SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
-
 
 def register(sub) -> None:
+    from litebert.convert import HEADS, SOURCES
     from litebert.export import TASKS
 
     c = add_command(sub, "convert", "convert a TF / TF-Hub / albert_zh checkpoint or a Hugging Face ALBERT dir "
@@ -21,16 +20,18 @@ def register(sub) -> None:
     c.add_argument("--config", help="official albert_config.json (default: the one beside the checkpoint)")
     c.add_argument("--vocab", help="tokenizer file: SentencePiece *.model or WordPiece vocab.txt "
                                    "(default: the one beside the checkpoint)")
-    c.add_argument("--head", choices=("auto", "multiple-choice"), default="auto",
+    c.add_argument("--head", choices=HEADS, default="auto",
                    help="multiple-choice: a TF checkpoint's one-row output_weights is the official run_race head "
                         "(default: auto, from the tensor names)")
     c.set_defaults(func=run_convert)
 
     e = add_command(sub, "export-onnx", "export a model or run directory to ONNX (graph + tokenizer + config), "
                                         "checked in onnxruntime",
-                    "litebert export-onnx runs/sst2 --out sst2-onnx/")
-    e.add_argument("model_dir", metavar="DIR", help="litebert or Hugging Face ALBERT model directory, or a "
-                                                    "fine-tuning run directory (its best checkpoint)")
+                    "litebert export-onnx --model runs/sst2 --out sst2-onnx/")
+    # --model like every other command; the positional DIR is kept because earlier releases documented it.
+    e.add_argument("--model", help="litebert or Hugging Face ALBERT model directory, or a fine-tuning run "
+                                   "directory (its best checkpoint)")
+    e.add_argument("model_dir", metavar="DIR", nargs="?", help="the same as --model")
     e.add_argument("--task", choices=list(TASKS), help="which model class and outputs to export (default: the "
                                                        "directory's own head)")
     e.add_argument("--out", required=True, help="output folder (gets model.onnx, config.json, the tokenizer and "
@@ -46,7 +47,7 @@ def register(sub) -> None:
 
 
 def run_convert(args) -> int:
-    from litebert.interop import convert_checkpoint
+    from litebert.convert import convert_checkpoint
 
     report = convert_checkpoint(args.src, args.out, source=args.source, allow_unused=args.allow_unused,
                                 config=args.config, vocab=args.vocab, head=args.head)
@@ -55,9 +56,12 @@ def run_convert(args) -> int:
 
 
 def run_export(args) -> int:
+    from litebert.errors import ConfigError
     from litebert.export import export_onnx
 
-    result = export_onnx(args.model_dir, args.out, args.task, opset=args.opset, exporter=args.exporter,
+    if (args.model is None) == (args.model_dir is None):
+        raise ConfigError("export-onnx: give the model directory once, as --model DIR (or the positional DIR)")
+    result = export_onnx(args.model or args.model_dir, args.out, args.task, opset=args.opset, exporter=args.exporter,
                          verify=args.verify, quantize=args.quantize)
     print(result.format())
     return 0
