@@ -19,9 +19,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import _common as C
-from litebert.lab.bench import (format_table, ours_encoder_forward, ours_train_step, synthetic_inputs,
-                            synthetic_pretraining_batch)
 from litebert.device import resolve_precision
+from litebert.lab.bench import (format_table, ours_encoder_forward, ours_train_step, synthetic_inputs,
+                                synthetic_pretraining_batch)
 
 # Self-time of these ops is matrix-multiply work (oneDNN/MKL or cuBLAS underneath).
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_dot_product",
