@@ -205,27 +205,31 @@ def bench_data_wait(store_path: Path, scratch: Path, workers: list[int], steps: 
                     micro_batch_size: int) -> None:
     """Share of each albert-tiny pretraining step spent waiting for its batch, through pretrain's own set-up
     (litebert.pretrain.setup: the run's BatchStream and DataLoader settings, collate padding to 128) and
-    train_step, at each --workers value. The first 3 steps (worker start-up, first-call costs) are not counted."""
+    train_step, at each --workers value. The first 3 steps (worker start-up, first-call costs) are not counted.
+    Wall clock, and this process's CPU time (with --threads 1 and workers 0 that is the step's own work, which
+    other tenants of the machine barely disturb)."""
     from litebert.pretrain import PretrainConfig, setup, train_step
 
     print(f"\ndata wait: albert-tiny, seq 128, micro-batch {micro_batch_size}, {threads} thread(s), {steps} steps "
-          "timed (wall clock)")
-    print(f"{'workers':>7} {'data ms/step':>13} {'step ms':>8} {'waiting':>8}")
+          "timed")
+    print(f"{'workers':>7} {'data ms/step':>13} {'step ms':>8} {'waiting':>8} {'data CPU ms':>12} {'step CPU ms':>12} "
+          f"{'data share of CPU':>18}")
     for w in workers:
         cfg = PretrainConfig(model="albert-tiny", data=str(store_path), out=str(scratch / f"wait-run-{w}"),
                              steps=steps + 3, batch_size=micro_batch_size, micro_batch_size=micro_batch_size,
                              threads=threads, num_workers=w, resume="none", health=False)
         run = setup(cfg)
-        waited = computed = 0.0
+        wall, cpu = np.zeros(2), np.zeros(2)  # [data, step]
         for step in range(steps + 3):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             batches = [run.stream.next(step) for _ in range(run.accum)]
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             train_step(run, batches)
             if step >= 3:
-                waited, computed = waited + t1 - t0, computed + time.perf_counter() - t1
-        print(f"{w:>7} {waited / steps * 1e3:>13.1f} {computed / steps * 1e3:>8.1f} "
-              f"{waited / (waited + computed):>8.1%}")
+                wall += (t1 - t0, time.perf_counter() - t1)
+                cpu += (c1 - c0, time.process_time() - c1)
+        print(f"{w:>7} {wall[0] / steps * 1e3:>13.1f} {wall[1] / steps * 1e3:>8.1f} {wall[0] / wall.sum():>8.1%} "
+              f"{cpu[0] / steps * 1e3:>12.1f} {cpu[1] / steps * 1e3:>12.1f} {cpu[0] / cpu.sum():>18.1%}")
 
 
 def bench_stages(args, tok, files: list[Path], scratch: Path) -> None:
@@ -277,6 +281,8 @@ def main() -> int:
     parser.add_argument("--wait", action="store_true", help="also time how long albert-tiny steps wait for data")
     parser.add_argument("--wait-workers", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--wait-steps", type=int, default=30)
+    parser.add_argument("--wait-store", type=Path, default=None, help="a token store for --wait (default: built "
+                        "from --corpus, documents of 100 sentences)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads for --wait")
     parser.add_argument("--micro-batch-size", type=int, default=32, help="for --wait (pretrain's default)")
     args = parser.parse_args()
@@ -296,10 +302,9 @@ def main() -> int:
         if args.official:
             bench_side_by_side(args, scratch / "tok", scratch)
         if args.wait:
-            store = build_store(files, scratch / "tok", scratch / "wait-store", workers=1, validation_fraction=0.0,
-                                max_doc_sentences=100, overwrite=True)
-            bench_data_wait(store.path, scratch, args.wait_workers, args.wait_steps, args.threads,
-                            args.micro_batch_size)
+            store = args.wait_store or build_store(files, scratch / "tok", scratch / "wait-store", workers=1,
+                                                   validation_fraction=0.0, max_doc_sentences=100).path
+            bench_data_wait(store, scratch, args.wait_workers, args.wait_steps, args.threads, args.micro_batch_size)
     return 0
 
 

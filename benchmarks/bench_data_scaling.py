@@ -2,6 +2,7 @@
 
     python benchmarks/bench_data_scaling.py --out DIR                          # 10 MB .. 1 GB of text (slow)
     python benchmarks/bench_data_scaling.py --out DIR --sizes-mb 10,30,100     # a quicker chart
+    python benchmarks/bench_data_scaling.py --out DIR --quick                  # 10 and 30 MB: minutes
     python benchmarks/bench_data_scaling.py --out DIR --scratch /big/tmp       # where the text and stores go
 
 The text is the Gutenberg books of the shared data, cut into documents of 100 sentences and repeated, each copy in
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="folder for data_scaling.{json,md,png}")
     p.add_argument("--sizes-mb", default="10,30,100,300,1000", help="comma-separated text sizes in MB")
+    p.add_argument("--quick", action="store_true", help="only 10 and 30 MB, 30 micro-batches each")
     p.add_argument("--workers", type=int, default=2, help="data build processes")
     p.add_argument("--batches", type=int, default=100, help="micro-batches of examples timed per size")
     p.add_argument("--micro-batch-size", type=int, default=32)
@@ -161,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stage", choices=("build", "examples"), help=argparse.SUPPRESS)  # internal: one stage
     p.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.quick:
+        args.sizes_mb, args.batches = "10,30", min(args.batches, 30)
 
     if args.stage == "build":
         print(json.dumps(stage_build(args.path / "corpus.txt", args.spm, args.path / "store", args.workers)))
@@ -188,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
             (args.out / "data_scaling.json").write_text(json.dumps(
                 {"command": "python benchmarks/bench_data_scaling.py " + " ".join(sys.argv[1:]), "rows": rows},
                 indent=2) + "\n")
-    (args.out / "data_scaling.md").write_text(table(rows) + "\n")
+    (args.out / "data_scaling.md").write_text(
+        table(rows) + f"\n\nText: the Gutenberg books in documents of {DOC_SENTENCES} sentences, repeated in random "
+        f"document order; data build with {args.workers} worker process(es); examples at max_seq_length 128, "
+        f"{args.batches} micro-batches of {args.micro_batch_size}, 1 thread.\n")
     chart(rows, args.out / "data_scaling.png")
     print(table(rows))
     return 0

@@ -143,14 +143,14 @@ _ONES = [b"\x01" * n for n in range(64)]  # covered[k : k + n] = _ONES[n]
 
 
 def greedy_spans(order: Sequence[int], drawn: Sequence[int], starts: Sequence[int], ends: Sequence[int],
-                 budget: int, covered: bytearray) -> list[tuple[int, int]]:
-    """The official greedy n-gram selection: (first word, used n) per chosen span.
+                 budget: int, covered: bytearray, spans: list[int]) -> None:
+    """The official greedy n-gram selection: appends first word, used n of each chosen span to `spans` (flat).
 
     Candidates are visited in `order`; each has its drawn n; n backs off while the span would exceed the budget;
     spans that touch a covered word are skipped. Word k covers tokens [starts[k], ends[k]); covered (one byte per
     word) is updated in place. Plain lists: this loop runs once per candidate, where numpy calls cost more.
     """
-    spans, used = [], 0
+    used = 0
     for k in order:
         if covered[k]:  # the official check meant to do this, but its `continue` only left an inner loop
             continue
@@ -163,10 +163,9 @@ def greedy_spans(order: Sequence[int], drawn: Sequence[int], starts: Sequence[in
             continue
         covered[k : k + n] = _ONES[n]
         used += end - start
-        spans.append((k, n))
+        spans += (k, n)
         if used >= budget:
             break
-    return spans
 
 
 def choose_ngram_spans(word_pos: Sequence[int], word_end: Sequence[int], avail: np.ndarray, budget: int,
@@ -180,8 +179,9 @@ def choose_ngram_spans(word_pos: Sequence[int], word_end: Sequence[int], avail: 
     num_words = len(word_pos)
     order = rng.permutation(num_words).tolist()
     drawn = draw_ngram_lengths(rng.random(num_words), avail, pvals).tolist()  # [W]
-    spans = greedy_spans(order, drawn, list(word_pos), list(word_end), budget, bytearray(num_words))
-    return [(k, drawn[k], n) for k, n in spans]
+    spans: list[int] = []
+    greedy_spans(order, drawn, list(word_pos), list(word_end), budget, bytearray(num_words), spans)
+    return [(k, drawn[k], n) for k, n in zip(spans[::2], spans[1::2])]
 
 
 @dataclass
@@ -221,14 +221,15 @@ def mask_batch(ids: np.ndarray, unit_starts: np.ndarray, maskable: np.ndarray, o
     counter = np.arange(len(word_pos)) - word_first[owner]  # [W] word number within its sequence
     word_keys = keys[owner]
     drawn = draw_ngram_lengths(draws.uniform(word_keys, _NGRAM_DRAW, counter), avail, pvals)  # [W]
-    # [W] words by sequence, shuffled within it: sorted on (sequence, 32 random bits); a tie keeps word order
+    # [W] words by sequence, shuffled within it: sorted on (sequence, 32 random bits). numpy's default sort is
+    # deterministic; two equal keys (same sequence and bits, p ~ W^2 / 2^33 per sequence) just keep one order.
     order = np.argsort((owner.astype(np.uint64) << np.uint64(32)) | (draws.bits(word_keys, _WORD_ORDER, counter)
-                                                                     >> np.uint64(32)), kind="stable")
+                                                                     >> np.uint64(32)))
     order_l, drawn_l, starts_l, ends_l = order.tolist(), drawn.tolist(), word_pos.tolist(), word_end.tolist()
     bounds_l, covered, chosen = word_first.tolist(), bytearray(len(word_pos)), []
     for b, budget in enumerate(budgets.tolist()):
-        chosen += greedy_spans(order_l[bounds_l[b] : bounds_l[b + 1]], drawn_l, starts_l, ends_l, budget, covered)
-    k, n = np.asarray(chosen, dtype=np.int64).reshape(-1, 2).T  # [S] first word and length of each span
+        greedy_spans(order_l[bounds_l[b] : bounds_l[b + 1]], drawn_l, starts_l, ends_l, budget, covered, chosen)
+    k, n = np.array(chosen, dtype=np.int64).reshape(-1, 2).T  # [S] first word and length of each span
     span_start, span_len = word_pos[k], word_end[k + n - 1] - word_pos[k]
     positions = np.sort(np.repeat(span_start - (np.cumsum(span_len) - span_len), span_len)
                         + np.arange(span_len.sum()))  # [M]
