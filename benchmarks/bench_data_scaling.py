@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 
 DOC_SENTENCES = 100
 
