@@ -22,7 +22,6 @@ Layouts:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from litebert.errors import ConversionError
+from litebert.files import read_json
 from litebert.tf_checkpoint import CheckpointReader
 
 SOURCES = ("auto", "tf", "tfhub", "albert_zh")
@@ -228,10 +228,8 @@ def _load_config(config: str | Path | dict | None, ckpt_dir: Path) -> tuple[dict
     if isinstance(config, dict):
         return dict(config), None
     path = Path(config) if config is not None else find_official_config(ckpt_dir)
-    try:
-        return json.loads(path.read_text()), str(path)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConversionError(f"{path}: cannot read the ALBERT config: {e}") from e
+    return read_json(path, ConversionError, "ALBERT config not found", expect=dict,
+                     what="an ALBERT config (a JSON object)"), str(path)
 
 
 def _special_ids(folder: Path) -> dict[str, int]:

@@ -27,7 +27,7 @@ from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, feature_le
                                  pad_features, read_examples, split_path)
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
-from litebert.files import holding_run_dir
+from litebert.files import holding_run_dir, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
@@ -542,7 +542,7 @@ def run_record(model_dir: str | Path) -> dict:
     path = Path(model_dir)
     for candidate in (path / "finetune.json", path.parent / "finetune.json"):
         if candidate.is_file() and (candidate.parent / "best").is_dir():
-            return json.loads(candidate.read_text())
+            return read_json(candidate, CheckpointError, expect=dict)
     return {}
 
 
