@@ -41,6 +41,7 @@ HELP = {
     "precision": "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
     "seed": "seed of the head's initialisation, dropout and the data order",
     "reinit_pooler": "re-initialise the pooler before fine-tuning (drawn from --seed)",
+    "overwrite": "replace the run already in --out (its metrics.jsonl, best/ and result.json); default: refuse",
     "eval_every": "steps between dev evaluations (default: once per epoch, and at the end)",
     "patience": "stop after this many evaluations without a better dev score (0: never stop early)",
     "max_train_examples": "use only the first N training examples (default: all); the schedule then defaults to "
