@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.data.store import build_store
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import AlbertTokenizer
 
 # torch (stage 2) is imported inside functions: tokenizer worker processes import this script's top level.

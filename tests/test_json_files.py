@@ -65,8 +65,8 @@ def test_a_damaged_fine_tuning_record_is_an_error_naming_it(tmp_path):
 
 
 def test_an_official_config_that_is_not_an_object_is_refused(tmp_path):
-    """convert_tf took any JSON value as the ALBERT config (a list was then reported as missing every field)."""
-    from litebert.convert_tf import _load_config
+    """convert.tf_map took any JSON value as the ALBERT config (a list was then reported as missing every field)."""
+    from litebert.convert.tf_map import _load_config
 
     config = tmp_path / "albert_config.json"
     config.write_text("[]")
@@ -86,7 +86,7 @@ def test_an_official_config_that_is_not_an_object_is_refused(tmp_path):
     ('{"weight_map": {"w": 3}}', r": not a safetensors index \(weight_map should map"),
 ])
 def test_a_bad_safetensors_index_is_named(tmp_path, index, problem):
-    from litebert.interop import _read_safetensors
+    from litebert.convert.entry import _read_safetensors
 
     path = tmp_path / "model.safetensors.index.json"
     path.write_text(index)

@@ -1,17 +1,4 @@
-"""Where the optional shared datasets live (GLUE, SQuAD, Gutenberg, the official vocab, ...).
+"""Moved to `litebert.lab.shared_data`. This re-export stays only while experiments/sst2_transfer.py (a running
+study, issue 23) still imports the old name; delete it once that script imports `litebert.lab.shared_data`."""
 
-Tests and benchmarks read them from `$LITEBERT_SHARED_DATA`, else `../shared/data` beside the repo root.
-The library itself never needs them.
-"""
-
-from __future__ import annotations
-
-import os
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def shared_data_dir() -> Path:
-    env = os.environ.get("LITEBERT_SHARED_DATA")
-    return Path(env) if env else (REPO_ROOT.parent / "shared" / "data")
+from litebert.lab.shared_data import shared_data_dir  # noqa: F401
