@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from litebert.errors import ConfigError
+from litebert.files import read_json
 
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "linear")
 SHARING_MODES = ("all", "attention", "ffn", "none")
@@ -261,19 +262,7 @@ def dataclass_from_dict(cls, data: dict[str, Any], source: str, error: type = Co
 
 
 def _read_json(path: str | Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: JSON nested too deeply to read") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object at the top level")
-    return data
+    return read_json(path, ConfigError, "config file not found", expect=dict, what="a JSON object at the top level")
 
 
 def _albert(hidden: int, layers: int, heads: int, v2: bool, **extra: Any) -> dict[str, Any]:

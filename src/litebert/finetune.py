@@ -33,7 +33,7 @@ from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_exa
                                  label_list_for, pad_features, read_examples, split_path)
 from litebert.device import PRECISIONS, autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
-from litebert.files import holding_run_dir
+from litebert.files import holding_run_dir, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
 from litebert.optim import build_optimizer, make_scheduler
@@ -569,7 +569,7 @@ def run_record(model_dir: str | Path) -> dict:
     path = Path(model_dir)
     for candidate in (path / "finetune.json", path.parent / "finetune.json"):
         if candidate.is_file() and (candidate.parent / "best").is_dir():
-            return json.loads(candidate.read_text())
+            return read_json(candidate, CheckpointError, expect=dict)
     return {}
 
 

@@ -4,7 +4,6 @@ hidden aliases for old flag spellings, and `--config FILE`."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 
@@ -78,6 +77,7 @@ def add_config_option(parser) -> None:
 def read_config_file(path: str) -> dict:
     """The options in a --config file: a flat mapping, or a run record whose options sit under "train"."""
     from litebert.errors import ConfigError
+    from litebert.files import parse_json
 
     file = Path(path)
     try:
@@ -95,10 +95,7 @@ def read_config_file(path: str) -> dict:
         except yaml.YAMLError as e:
             raise ConfigError(f"--config {path}: not valid YAML ({e})") from None
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"--config {path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        data = parse_json(text, f"--config {path}", ConfigError)
     if isinstance(data, dict) and isinstance(data.get("train"), dict):  # pretrain's run.json
         data = data["train"]
     if not isinstance(data, dict):
