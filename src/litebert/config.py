@@ -242,6 +242,14 @@ _HF_EXTRA_FIELDS = ["layer_norm_eps", "classifier_dropout_prob", "pad_token_id",
 _LITEBERT_HF_EXTRAS = ["qa_answerability"]
 
 
+def option(default: Any = dataclasses.MISSING, help: str = "", choices: tuple[str, ...] | None = None) -> Any:
+    """A field of an options dataclass (fine-tuning, pretraining, serving) that carries its own help text and
+    allowed values. The command line builds one --flag per field from these (cli/_common.add_dataclass_args), so
+    what an option means is written once, beside the field, for library and CLI users alike."""
+    metadata = {"help": help} if choices is None else {"help": help, "choices": choices}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 def dataclass_from_dict(cls, data: dict[str, Any], source: str, error: type = ConfigError, what: str = "field"):
     """cls(**data), where an unknown key or a bad value is an `error` naming `source` (a file, usually)."""
     unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
