@@ -40,7 +40,7 @@ from litebert.device import (PRECISIONS, autocast, check_device, first_line, is_
                              pick_device, resolve_precision, synchronize)
 from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
-from litebert.files import check_output, lock_dir
+from litebert.files import check_output, lock_dir, read_json
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
@@ -497,7 +497,7 @@ def check_run_dir_matches(run: Run) -> None:
     now = {"model_config": run.config.to_dict(), "tokenizer_fingerprint": run.store.tokenizer_fingerprint,
            "train": dataclasses.asdict(run.cfg)}
     if path.is_file() and run.step > 0:
-        before = json.loads(path.read_text())
+        before = read_json(path, TrainingError, expect=dict, hint="use a new --out")
         if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
             raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
                                 "use a new --out")
