@@ -230,7 +230,8 @@ def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     path.parent.mkdir(parents=True, exist_ok=True)
     wanted = [p for p in sweep(args.quick, args.threads, args.max_repeats)
               if (not args.only or p["group"] in args.only.split(","))
-              and (not args.models or p["model"] in args.models.split(","))]
+              and (not args.models or p["model"] in args.models.split(","))
+              and (not args.keys or key(p) in args.keys.split(","))]
     for i, point in enumerate(wanted):
         if key(point) in done:
             continue
@@ -418,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                         "its cost, whatever the other tenants of the machine do)")
     p.add_argument("--only", default="", help="comma-separated groups: seq, model, ranks")
     p.add_argument("--models", default="", help="comma-separated model names: only their points")
+    p.add_argument("--keys", default="", help="comma-separated point keys (as in the results file): only these")
     p.add_argument("--resume", action="store_true", help="keep the points already in --json, run the rest")
     p.add_argument("--max-repeats", type=int, default=2,
                    help="runs of each cheap point (1: one pass; a later --resume with 2 adds the second)")
