@@ -19,9 +19,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import _common as C
-from litebert.bench import (format_table, ours_encoder_forward, ours_train_step, synthetic_inputs,
-                            synthetic_pretraining_batch)
 from litebert.device import resolve_precision
+from litebert.lab.bench import (format_table, ours_encoder_forward, ours_train_step, synthetic_inputs,
+                                synthetic_pretraining_batch)
 
 # Self-time of these ops is matrix-multiply work (oneDNN/MKL or cuBLAS underneath).
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_dot_product",
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 def gemm_shapes(args, config, device) -> int:
     """Each GEMM of the training step (bf16) timed alone, interleaved with the calibration GEMM (the MFU denominator):
     which shapes run slower than it. CPU time is reported too (with 1 thread, the time the GEMM really ran)."""
-    from litebert.bench import Side, run_interleaved
+    from litebert.lab.bench import Side, run_interleaved
 
     M, H, I, E, V = args.batch * args.seq, config.hidden_size, config.intermediate_size, config.embedding_size, \
         config.vocab_size

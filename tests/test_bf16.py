@@ -158,7 +158,7 @@ def test_compiled_model_matches_eager_fp32():
 def test_frozen_compiled_bf16_encoder_matches_eager():
     """The inference benchmark's "ours": bf16 weights, torch.compile with freezing (the weights become graph
     constants, prepacked for oneDNN) computes what the eager bf16 model computes."""
-    from litebert.bench import ours_encoder_forward, synthetic_inputs
+    from litebert.lab.bench import ours_encoder_forward, synthetic_inputs
 
     cfg = config(num_hidden_layers=2, vocab_size=200)
     inputs = synthetic_inputs(cfg, 2, 32)
