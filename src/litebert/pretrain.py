@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
                                  load_state, read_verified, save_checkpoint, save_state)
 from litebert.config import AlbertConfig, PRESETS
+from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining
 from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops, pick_device,
                              resolve_precision, synchronize)
 from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
@@ -225,102 +226,6 @@ def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
     return Dist(rank, world, local_rank), device
 
 
-# --------------------------------------------------------------------------------------------- data
-
-
-class BatchStream:
-    """Micro-batches for this rank, in an order fixed by (seed, phase, epoch, position) so a run can resume
-    at any step. Position = micro-batches already taken from the current epoch since `offset`, the number of
-    positions of the epoch's global order that were done before a resume on another world size or micro-batch
-    size (0 otherwise): rank r takes positions offset + r, offset + r + W, ... of the global order."""
-
-    def __init__(self, store, cfg: PretrainConfig, d: Dist, state: dict[str, int] | None = None):
-        self.store, self.cfg, self.d = store, cfg, d
-        self.phases = parse_phases(cfg.phases, cfg.max_seq_length)
-        self.state = dict(state or {"phase": 0, "epoch": 0, "position": 0, "offset": 0})
-        self._iter = None
-
-    def state_dict(self) -> dict[str, int]:
-        return dict(self.state)
-
-    def _dataset(self):
-        from litebert.data.pretraining import PretrainingDataset
-
-        cfg = self.cfg
-        return PretrainingDataset(
-            self.store, split="train", max_seq_length=self.phases[self.state["phase"]][1],
-            max_predictions_per_seq=cfg.max_predictions_per_seq, masked_lm_prob=cfg.masked_lm_prob,
-            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=cfg.objective, seed=cfg.seed,
-            single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence], short_seq_draw=cfg.short_seq_draw,
-            mask_unit=cfg.mask_unit)
-
-    def _open(self) -> None:
-        from litebert.data.pretraining import ResumableSampler, collate_pretraining
-
-        cfg, s = self.cfg, self.state
-        dataset = self._dataset()
-        dataset.set_epoch(s["epoch"])
-        if len(dataset) < cfg.micro_batch_size * self.d.world:
-            raise TrainingError(f"{cfg.data}: only {len(dataset)} training examples at length "
-                                f"{self.phases[s['phase']][1]}, fewer than one global micro-batch "
-                                f"({cfg.micro_batch_size} x {self.d.world} ranks); use a bigger corpus")
-        sampler = ResumableSampler(len(dataset), rank=self.d.rank, world_size=self.d.world, seed=cfg.seed,
-                                   shuffle=True, drop_last=True)
-        sampler.set_epoch(s["epoch"])
-        sampler.position = s["position"] * cfg.micro_batch_size  # resume inside the epoch
-        if sampler.position >= sampler.num_samples:  # saved at the very end of the epoch: nothing is left of it
-            sampler = []  # (a ResumableSampler at its end would start the epoch over)
-        elif s.get("offset", 0):  # resumed with another sharding: deal the rest of this epoch's order anew
-            sampler = reshard_indices(len(dataset), cfg.seed, s["epoch"], s["offset"], self.d.rank, self.d.world,
-                                      sampler.position)
-        # Pad to the phase's full length: static shapes (compile-friendly); ALBERT's pairs fill it anyway.
-        collate = functools.partial(collate_pretraining, pad_to=self.phases[s["phase"]][1],
-                                    pad_id=self.store.token_id("pad"))
-        # Its own generator: the DataLoader draws a base seed per iterator, which must not consume the global
-        # RNG that dropout uses (or a resumed run would drop out differently).
-        loader_rng = torch.Generator().manual_seed(cfg.seed * 1_000_003 + s["epoch"])
-        loader = torch.utils.data.DataLoader(dataset, batch_size=cfg.micro_batch_size, sampler=sampler,
-                                             generator=loader_rng,
-                                             drop_last=True, num_workers=cfg.num_workers, collate_fn=collate)
-        self._iter = iter(loader)
-
-    def next(self, step: int) -> dict[str, torch.Tensor]:
-        from litebert.data.pretraining import phase_for_step
-
-        phase = phase_for_step(step, self.phases, self.cfg.steps).index
-        if phase != self.state["phase"]:  # a new sequence length: a fresh pass over the data at that length
-            self.state, self._iter = {"phase": phase, "epoch": 0, "position": 0, "offset": 0}, None
-        if self._iter is None:
-            self._open()
-        try:
-            batch = next(self._iter)
-        except StopIteration:
-            self.state.update(epoch=self.state["epoch"] + 1, position=0, offset=0)
-            self._open()
-            batch = next(self._iter)
-        self.state["position"] += 1
-        return batch
-
-
-def reshard_indices(num_examples: int, seed: int, epoch: int, offset: int, rank: int, world: int,
-                    skip: int = 0) -> list[int]:
-    """This rank's indices for the rest of an epoch whose first `offset` global positions are done: the
-    remaining positions of the epoch's global order (the same permutation for every world size), cut to a
-    multiple of `world` so all ranks get as many, dealt round-robin; the first `skip` of them already taken."""
-    from litebert.data.pretraining import ResumableSampler
-
-    whole = ResumableSampler(num_examples, seed=seed, shuffle=True, drop_last=True)  # world 1: no trimming
-    whole.set_epoch(epoch)
-    rest = whole.global_order()[offset:]
-    rest = rest[: len(rest) // world * world]
-    return rest[rank::world][skip:].tolist()
-
-
-def consumed_positions(data: dict[str, int], micro_batch_size: int, world: int) -> int:
-    """How many positions of the current epoch's global order a saved data state has used up, on all ranks."""
-    return int(data.get("offset", 0)) + int(data["position"]) * micro_batch_size * world
-
-
 # --------------------------------------------------------------------------------------------- setup
 
 
@@ -409,6 +314,15 @@ def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
     return path
 
 
+def train_dataset(cfg: PretrainConfig, store, max_seq_length: int) -> PretrainingDataset:
+    """The training examples `cfg` asks for, at one phase's sequence length."""
+    return PretrainingDataset(
+        store, split="train", max_seq_length=max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
+        masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram,
+        objective=cfg.objective, seed=cfg.seed, single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence],
+        short_seq_draw=cfg.short_seq_draw, mask_unit=cfg.mask_unit)
+
+
 def setup(cfg: PretrainConfig) -> Run:
     from litebert.data.store import TokenStore
 
@@ -445,7 +359,9 @@ def setup(cfg: PretrainConfig) -> Run:
     run_dir = Path(cfg.out)
     on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
     check_same_run_dir(d, run_dir)
-    stream = BatchStream(store, cfg, d)
+    stream = BatchStream(functools.partial(train_dataset, cfg, store), parse_phases(cfg.phases, cfg.max_seq_length),
+                         cfg.steps, cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed,
+                         num_workers=cfg.num_workers)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
               tokenizer_dir, accum)
     resume_from(run)
@@ -560,18 +476,10 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
                               f"with the --optimizer and model it was saved with, or use a new --out") from None
     run.step, run.nan_skipped = saved_step, int(state["nan_skipped"])
     run.tokens = float(state.get("tokens", 0.0))
-    data = {k: int(v) for k, v in state["data"].items()}
-    data.setdefault("offset", 0)
-    saved_world = int(state["world_size"])
     saved_micro = int(state.get("micro_batch_size", cfg.micro_batch_size))
-    if saved_world == d.world and saved_micro == cfg.micro_batch_size:
-        run.stream.state = data
+    if run.stream.load_state_dict(state["data"], saved_micro, int(state["world_size"])):
         torch.set_rng_state(state["rng"][d.rank])
-    else:
-        # Another sharding: the positions of this epoch's global order that all ranks used up are a prefix of it;
-        # the new ranks deal the rest among them (BatchStream's offset), so no example is skipped or repeated.
-        run.stream.state = {"phase": data["phase"], "epoch": data["epoch"], "position": 0,
-                            "offset": consumed_positions(data, saved_micro, saved_world)}
+    else:  # another sharding: the data continues the epoch (BatchStream), the RNG cannot continue
         torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
     if d.main:
         print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
@@ -697,7 +605,6 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
                         cfg: PretrainConfig | None = None) -> dict[str, float]:
     """Held-out MLM and pair accuracy with fixed masks (epoch 0): `objective` "sop" scores the head on
     in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation)."""
-    from litebert.data.pretraining import PretrainingDataset, collate_pretraining
     from litebert.data.store import TokenStore
 
     store = store if not isinstance(store, (str, Path)) else TokenStore.open(store)
@@ -923,7 +830,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
               f"{run.precision}, {d.world} rank(s) x {cfg.micro_batch_size} x {run.accum} accumulation = batch "
               f"{cfg.batch_size}, {cfg.steps} steps from step {run.step}, peak {run.peak_flops / 1e12:.2f} "
               "TFLOP/s (calibration GEMM)", file=sys.stderr)
-        for line in data_lines(cfg, run.stream._dataset()):
+        for line in data_lines(cfg, run.stream.dataset()):
             print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
     # A fixed held-out batch for the representation-health figure at every log step (litebert.health).
