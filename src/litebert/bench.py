@@ -293,7 +293,8 @@ def ours_train_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device
     masked positions, MLM sum / global masked count + SOP mean, LAMB, global grad clip 1.0), one micro-batch."""
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer, make_scheduler
-    from litebert.pretrain import Dist, PretrainConfig, Run, train_step
+    from litebert.distributed import Dist
+    from litebert.pretrain import PretrainConfig, Run, train_step
 
     B = batch["input_ids"].shape[0]
     cfg = PretrainConfig(batch_size=B, micro_batch_size=B, steps=10**6, precision=precision, compile=compile,
@@ -550,7 +551,8 @@ def _ddp_worker(rank: int, world: int, port: int, config: AlbertConfig, batch: d
     dist.init_process_group("gloo", rank=rank, world_size=world)
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer, make_scheduler
-    from litebert.pretrain import Dist, PretrainConfig, Run, train_step
+    from litebert.distributed import Dist
+    from litebert.pretrain import PretrainConfig, Run, train_step
 
     per = batch["input_ids"].shape[0] // world
     micro = [{k: v[rank * per:(rank + 1) * per] for k, v in batch.items() if k != "labels"}]

@@ -37,10 +37,11 @@ from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_inco
                                  load_state, read_verified, save_checkpoint, save_state)
 from litebert.config import AlbertConfig, PRESETS
 from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining
-from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops, pick_device,
+from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
                              resolve_precision, synchronize)
-from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
+from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
+from litebert.faults import inject_fault, with_file_faults
 from litebert.files import check_output, lock_dir
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.memory import check_training_memory
@@ -177,53 +178,6 @@ def parse_phases(spec: str | None, default_length: int) -> list[tuple[float, int
     if abs(sum(f for f, _ in phases) - 1.0) > 1e-6 or any(f <= 0 or n < 8 for f, n in phases):
         raise ConfigError(f"--phases {spec!r}: fractions must be positive and sum to 1, lengths >= 8")
     return phases
-
-
-# --------------------------------------------------------------------------------------------- distributed
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def all_reduce(self, t: torch.Tensor, op=None) -> torch.Tensor:
-        if self.world > 1:
-            dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
-        return t
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
-    def broadcast(self, obj: Any) -> Any:
-        """Rank 0's `obj` on every rank (picklable objects)."""
-        if self.world == 1:
-            return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-
-def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    device = pick_device(device_name)
-    if device.type == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    if world > 1 and not dist.is_initialized():
-        # torchrun's store outlives restarts and holds the keys of dead attempts: each attempt opens its own.
-        store, rank, world = next(dist.rendezvous("env://"))
-        store = attempt_store(store, rank, world)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
-                                world_size=world)
-    return Dist(rank, world, local_rank), device
 
 
 # --------------------------------------------------------------------------------------------- setup
@@ -563,29 +517,6 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     }
 
 
-def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = None) -> None:
-    """Fault injection for the reliability tests, driven by LITEBERT_FAULT="kind:step[:rank]"."""
-    spec = os.environ.get("LITEBERT_FAULT", "")
-    if not spec:
-        return
-    parts = spec.split(":")
-    if parts[0] != kind or int(parts[1]) != step or (len(parts) > 2 and int(parts[2]) != rank):
-        return
-    if kind == "stop":  # the test acts on the stopped process (a real fault: a full disk, SIGTERM), then SIGCONTs it
-        os.kill(os.getpid(), signal.SIGSTOP)
-    elif kind == "oom":  # a real allocator failure: far more memory than any machine has
-        torch.empty(1 << 62, dtype=torch.uint8, device=loss.device if loss is not None else "cpu")
-    elif kind == "nan_loss" and loss is not None:
-        loss.mul_(float("nan"))  # recorded by autograd, so the gradients turn NaN too (as with a real overflow)
-    elif kind == "kill":
-        marker = os.environ.get("LITEBERT_FAULT_ONCE")
-        if marker:  # kill only on the first attempt (torchrun restarts the worker)
-            if Path(marker).exists():
-                return
-            Path(marker).touch()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 # --------------------------------------------------------------------------------------------- eval, save, log
 
 
@@ -661,28 +592,6 @@ def save(run: Run) -> Path | None:
         path = save_checkpoint(run.cfg.out, run.step, writers, keep=run.cfg.keep)
     d.barrier()
     return path
-
-
-def with_file_faults(writers: dict, step: int) -> dict:
-    """LITEBERT_FAULT="kill_after_file:STEP:K" SIGKILLs this process right after the K-th file of the
-    checkpoint at STEP is written (K = number of files: after all files, before the commit marker; K = 0: the
-    temp dir exists but no file is written yet)."""
-    spec = os.environ.get("LITEBERT_FAULT", "").split(":")
-    if spec[0] != "kill_after_file" or int(spec[1]) != step:
-        return writers
-    k, written = int(spec[2]), []
-
-    def wrap(name, write):
-        def run_and_maybe_die(path):
-            if k == 0:
-                os.kill(os.getpid(), signal.SIGKILL)
-            write(path)
-            written.append(name)
-            if len(written) == k:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return run_and_maybe_die
-
-    return {name: wrap(name, w) for name, w in writers.items()}
 
 
 def truncate_metrics(path: Path, step: int) -> None:
