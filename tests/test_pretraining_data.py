@@ -18,6 +18,7 @@ from litebert.data.pretraining import (
     collate_pretraining,
     make_rng,
     ngram_probabilities,
+    parse_phases,
     phase_for_step,
     truncation_counts,
 )
@@ -421,8 +422,15 @@ def test_phase_for_step():
     assert phase_for_step(1.0, phases) == (1, 512)
     assert phase_for_step(899, phases, total_steps=1000).max_seq_length == 128
     assert phase_for_step(900, phases, total_steps=1000).max_seq_length == 512
-    for bad in ([(0.5, 128)], [(0.9, 128), (0.1, 2)], []):
-        with pytest.raises(ConfigError):
-            phase_for_step(0.5, bad)
     with pytest.raises(ConfigError, match="outside training"):
         phase_for_step(1001, phases, total_steps=1000)
+
+
+def test_parse_phases():
+    assert parse_phases("0.9:128,0.1:512", 64) == [(0.9, 128), (0.1, 512)]
+    assert parse_phases(None, 64) == parse_phases("", 64) == [(1.0, 64)]
+    for bad in ("0.5:128", "0.9:128,0.1:2", "nan:128", "0.5:64,nan:128,0.5:32", "-0.5:64,1.5:128"):
+        with pytest.raises(ConfigError, match="fractions must be positive and sum to 1, lengths >= 8"):
+            parse_phases(bad, 64)
+    with pytest.raises(ConfigError, match="expected FRACTION:LENGTH"):
+        parse_phases("0.9:128;0.1:512", 64)

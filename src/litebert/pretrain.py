@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
                                  load_state, read_verified, save_checkpoint, save_state)
 from litebert.config import AlbertConfig, PRESETS
-from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining
+from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
 from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
                              resolve_precision, synchronize)
 from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
@@ -140,8 +140,13 @@ class PretrainConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name.split('/')[0], '')}: {why}")
         if self.device is not None:
             check_device(self.device)
-        parse_phases(self.phases, self.max_seq_length)  # validates
+        self.length_phases  # parses --phases (once) and checks it
         self.max_seconds  # validates
+
+    @functools.cached_property
+    def length_phases(self) -> list[tuple[float, int]]:
+        """--phases as (fraction of the steps, sequence length) pairs; [(1.0, max_seq_length)] without it."""
+        return parse_phases(self.phases, self.max_seq_length)
 
     @property
     def max_seconds(self) -> float | None:
@@ -165,19 +170,6 @@ def parse_duration(text: str | float, flag: str) -> float:
     if seconds <= 0:
         raise ConfigError(f"{flag} {text!r}: must be more than 0")
     return seconds
-
-
-def parse_phases(spec: str | None, default_length: int) -> list[tuple[float, int]]:
-    """"0.9:128,0.1:512" -> [(0.9, 128), (0.1, 512)]: fractions of the steps and their sequence lengths."""
-    if not spec:
-        return [(1.0, default_length)]
-    try:
-        phases = [(float(f), int(n)) for f, n in (part.split(":") for part in spec.split(","))]
-    except ValueError:
-        raise ConfigError(f"--phases {spec!r}: expected FRACTION:LENGTH[,FRACTION:LENGTH...]") from None
-    if abs(sum(f for f, _ in phases) - 1.0) > 1e-6 or any(f <= 0 or n < 8 for f, n in phases):
-        raise ConfigError(f"--phases {spec!r}: fractions must be positive and sum to 1, lengths >= 8")
-    return phases
 
 
 # --------------------------------------------------------------------------------------------- setup
@@ -235,7 +227,7 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
         check_continued_tokenizer(init_dir, store)
     dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     config = config.replace(vocab_size=vocab_size, gradient_checkpointing=cfg.gradient_checkpointing, **dropout)
-    if config.max_position_embeddings < max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length)):
+    if config.max_position_embeddings < max(n for _, n in cfg.length_phases):
         raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
                           f"{config.max_position_embeddings}")
     return config, init_dir
@@ -298,7 +290,7 @@ def setup(cfg: PretrainConfig) -> Run:
     config, init_dir = model_config_for(cfg, store.vocab_size, store)
     if d.main:  # checksums and token ids, before a bad id crashes a step mid-run (one read of the store)
         store.check_tokens(config.vocab_size)
-    longest = max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length))
+    longest = max(n for _, n in cfg.length_phases)
     check_training_memory(config, cfg.micro_batch_size, longest, cfg.max_predictions_per_seq,
                           cfg.gradient_checkpointing, device, cfg.model)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
@@ -313,9 +305,8 @@ def setup(cfg: PretrainConfig) -> Run:
     run_dir = Path(cfg.out)
     on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
     check_same_run_dir(d, run_dir)
-    stream = BatchStream(functools.partial(train_dataset, cfg, store), parse_phases(cfg.phases, cfg.max_seq_length),
-                         cfg.steps, cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed,
-                         num_workers=cfg.num_workers)
+    stream = BatchStream(functools.partial(train_dataset, cfg, store), cfg.length_phases, cfg.steps,
+                         cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed, num_workers=cfg.num_workers)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
               tokenizer_dir, accum)
     resume_from(run)
@@ -743,7 +734,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
             print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
     # A fixed held-out batch for the representation-health figure at every log step (litebert.health).
-    shortest = min(n for _, n in parse_phases(cfg.phases, seq_len))
+    shortest = min(n for _, n in cfg.length_phases)
     health_batch = store_health_batch(run.store, shortest) if d.main and cfg.health else None
     collapse_warned = False
     last = {}

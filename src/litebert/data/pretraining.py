@@ -509,16 +509,26 @@ class Phase(NamedTuple):
     max_seq_length: int
 
 
+def parse_phases(spec: str | None, default_length: int) -> list[tuple[float, int]]:
+    """"0.9:128,0.1:512" -> [(0.9, 128), (0.1, 512)]: fractions of the training steps and their sequence lengths
+    (no spec: every step at default_length). The one place a schedule is read and checked (`--phases`)."""
+    if not spec:
+        return [(1.0, default_length)]
+    try:
+        phases = [(float(f), int(n)) for f, n in (part.split(":") for part in spec.split(","))]
+    except ValueError:
+        raise ConfigError(f"--phases {spec!r}: expected FRACTION:LENGTH[,FRACTION:LENGTH...]") from None
+    if abs(sum(f for f, _ in phases) - 1.0) > 1e-6 or any(not f > 0 or n < 8 for f, n in phases):  # NaN: not > 0
+        raise ConfigError(f"--phases {spec!r}: fractions must be positive and sum to 1, lengths >= 8")
+    return phases
+
+
 def phase_for_step(step: float, phases: Sequence[tuple[float, int]], total_steps: int | None = None) -> Phase:
-    """The phase a step falls in, for schedules like [(0.9, 128), (0.1, 512)] (90% of steps at 128, then 512).
+    """The phase a step falls in, for parse_phases' schedules like [(0.9, 128), (0.1, 512)] (90% of steps at
+    128, then 512).
 
     step is a fraction of training in [0, 1], or a step number when total_steps is given.
     """
-    fractions = [float(f) for f, _ in phases]
-    if not phases or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
-        raise ConfigError(f"phases={list(phases)}: need (fraction, max_seq_length) pairs, fractions > 0 summing to 1")
-    if any(int(length) < 5 for _, length in phases):
-        raise ConfigError(f"phases={list(phases)}: max_seq_length must be >= 5")
     fraction = step / total_steps if total_steps else step
     if not 0 <= fraction <= 1:
         raise ConfigError(f"step {step} is outside training (0..{total_steps or 1})")
