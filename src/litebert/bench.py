@@ -318,7 +318,8 @@ def ours_train_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device
 
 def ours_pretrain_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device: torch.device, precision: str,
                        *, sparse: bool = True, attention: str = "auto", pass_mask: bool = True,
-                       compile: bool = False, lr: float = 1e-4) -> Callable[[], Any]:
+                       compile: bool = False, lr: float = 1e-4,
+                       gradient_checkpointing: bool = False) -> Callable[[], Any]:
     """Our model with one lever at a time, same loss semantics as `train_step` (for the lever ablation).
     `sparse=False` computes MLM logits at every position (as Hugging Face does) and scores the masked ones."""
     from litebert.model import AlbertForPreTraining, gather_positions, masked_lm_loss
@@ -326,6 +327,7 @@ def ours_pretrain_step(config: AlbertConfig, batch: dict[str, torch.Tensor], dev
 
     torch.manual_seed(0)
     raw = AlbertForPreTraining(config).to(device).train()
+    raw.set_gradient_checkpointing(gradient_checkpointing)
     set_attention_impl(raw, attention)
     model = maybe_compile(raw, compile)
     optimizer = build_optimizer(raw, "lamb", lr=lr)

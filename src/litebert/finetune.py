@@ -67,6 +67,7 @@ class FinetuneConfig:
     max_answer_length: int = 30
     # run
     precision: str = "auto"
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, slower
     seed: int = 0
     eval_every: int | None = None  # steps; None: once per epoch (and at the end)
     patience: int = 0  # early stop after this many evaluations without improvement (0: never)
@@ -393,6 +394,7 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
                               f"first (litebert finetune {spec.name} --model {model_dir} ...) and pass that run dir")
     if cfg is not None:
         check_positions(model, cfg.max_seq_length, model_dir)
+        model.set_gradient_checkpointing(cfg.gradient_checkpointing)
     return model, tokenizer
 
 

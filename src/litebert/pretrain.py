@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
                                  load_state, read_verified, save_checkpoint, save_state)
-from litebert.config import AlbertConfig, PRESETS
+from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS
 from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
 from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
                              resolve_precision, synchronize)
@@ -226,7 +226,7 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
     if init_dir is not None and store is not None:
         check_continued_tokenizer(init_dir, store)
     dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
-    config = config.replace(vocab_size=vocab_size, gradient_checkpointing=cfg.gradient_checkpointing, **dropout)
+    config = config.replace(vocab_size=vocab_size, **dropout)
     if config.max_position_embeddings < max(n for _, n in cfg.length_phases):
         raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
                           f"{config.max_position_embeddings}")
@@ -295,6 +295,7 @@ def setup(cfg: PretrainConfig) -> Run:
                           cfg.gradient_checkpointing, device, cfg.model)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     raw = AlbertForPreTraining(config)
+    raw.set_gradient_checkpointing(cfg.gradient_checkpointing)
     if init_dir is not None:
         raw.load_state_dict(read_model_state(init_dir)[2], strict=False)
     raw.to(device)
@@ -330,7 +331,8 @@ def check_run_dir_matches(run: Run) -> None:
         if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
             raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
                                 "use a new --out")
-        if before.get("model_config") != now["model_config"]:
+        saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
+        if saved_config != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
     from litebert.files import atomic_write
 

@@ -39,6 +39,7 @@ HELP = {
     "n_best": "span tasks: candidate answers considered per question",
     "max_answer_length": "span tasks: longest answer, in tokens",
     "precision": "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
+    "gradient_checkpointing": "recompute activations in the backward pass: less memory, ~30%% slower",
     "seed": "seed of the head's initialisation, dropout and the data order",
     "reinit_pooler": "re-initialise the pooler before fine-tuning (drawn from --seed)",
     "eval_every": "steps between dev evaluations (default: once per epoch, and at the end)",
