@@ -41,6 +41,10 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64, help="pretraining batch (sequences of 128 tokens)")
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     ap.add_argument("--pretrained", help="a finished pretraining checkpoint to compare (no pretraining here)")
+    ap.add_argument("--name", default="pretrained",
+                    help="the pretrained model's name in run dirs and tables, so several share one OUT (and its "
+                         "random init)")
+    ap.add_argument("--inits", help="fine-tune only these of NAME,random-init (default: both)")
     ap.add_argument("--train-examples", type=int, default=4000)
     ap.add_argument("--finetune-steps", type=int, default=400)
     ap.add_argument("--seeds", type=int, default=3)
@@ -69,15 +73,20 @@ def main() -> None:
             AlbertForPreTraining(config).save_pretrained(random_dir, tokenizer=load_tokenizer(pretrained))
 
     lrs = [float(x) for x in args.lrs.split(",")]
+    inits = {args.name: pretrained, "random-init": random_dir}
+    wanted = args.inits.split(",") if args.inits else list(inits)
+    if unknown := set(wanted) - set(inits):
+        raise SystemExit(f"--inits: {', '.join(sorted(unknown))} not among {', '.join(inits)}")
     scores: dict[tuple[str, float], list[float]] = {}
     for lr in lrs:
-        for name, model_dir in (("pretrained", pretrained), ("random-init", random_dir)):
+        for name, model_dir in ((n, inits[n]) for n in wanted):
             scores[name, lr] = finetune_sst2(model_dir, out / f"sst2-n{args.train_examples}-{name}-lr{lr:g}",
                                              data / "glue", seeds=args.seeds, lr=lr, steps=args.finetune_steps,
                                              train_examples=args.train_examples, eval_every=100)
     summary = {"pretrain_steps": steps, "pretrain_minutes": pretrain_minutes, "pretrain_eval": result,
                "sst2_dev_accuracy": {f"{n} lr {lr:g}": v for (n, lr), v in scores.items()}, "args": vars(args)}
-    (out / f"summary-n{args.train_examples}.json").write_text(json.dumps(summary, indent=2, default=str))
+    tag = f"{'-'.join(wanted)}-n{args.train_examples}"  # runs for other inits or sizes keep their own files
+    (out / f"summary-{tag}.json").write_text(json.dumps(summary, indent=2, default=str))
     how = (f"the checkpoint {pretrained} (its run's log: {steps} steps in {pretrain_minutes:.1f} minutes)"
            if args.pretrained else f"{steps} steps of {args.batch_size} x 128 tokens (MLM + SOP, LAMB, lr {args.lr:g}) "
                                    f"in {pretrain_minutes:.1f} minutes on this machine")
@@ -96,7 +105,7 @@ def main() -> None:
     for (name, lr), vals in scores.items():
         lines.append(f"| {name} | {lr:g} | {', '.join(f'{v:.3f}' for v in vals)} | "
                      f"{statistics.mean(vals):.3f} ± {statistics.pstdev(vals):.3f} |")
-    (out / f"transfer-n{args.train_examples}.md").write_text("\n".join(lines) + "\n")
+    (out / f"transfer-{tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

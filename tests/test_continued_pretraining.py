@@ -76,3 +76,24 @@ def test_continued_pretraining_refuses_a_store_of_another_tokenizer(books, tmp_p
     argv = ["pretrain"] + [x for k, v in args.items() if v is not None for x in (f"--{k.replace('_', '-')}", str(v))]
     assert cli_main(argv) == 2
     assert "litebert data build --tokenizer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cls", ["AlbertModel", "AlbertForSequenceClassification"])
+def test_continued_pretraining_loads_an_encoder_saved_by_another_class(books, tmp_path, cls, capsys):
+    """A bare encoder (its tensors have no `albert.` prefix) or a fine-tuned classifier: the encoder's weights are
+    the start, and the heads it lacks (the MLM head, the SOP head) are said to start afresh, not silently random."""
+    import litebert
+    from litebert.tokenizer import load_tokenizer
+
+    torch.manual_seed(1)
+    config = AlbertConfig(**{**{k: v for k, v in TINY_MODEL.items() if k != "format"}, "vocab_size": 300})
+    model = getattr(litebert, cls)(config)
+    model.save_pretrained(tmp_path / "model", tokenizer=load_tokenizer(books / "tok"))
+    encoder = model.state_dict() if cls == "AlbertModel" else {
+        k[len("albert."):]: v for k, v in model.state_dict().items() if k.startswith("albert.")}
+    args = config_args((books / "store-domain", None, None), tmp_path / "run", model=str(tmp_path / "model"),
+                       tokenizer=None)
+    run = setup(PretrainConfig(**args))
+    started = run.raw_model.state_dict()
+    assert encoder and all(torch.equal(started["albert." + k], v) for k, v in encoder.items())
+    assert "each starts afresh: mlm, sop\n" in capsys.readouterr().err

@@ -47,7 +47,7 @@ from litebert.health import is_collapsed, representation_health, store_health_ba
 from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
-from litebert.pretrained import model_files, read_model_state
+from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 
 
@@ -249,6 +249,17 @@ def check_continued_tokenizer(init_dir: Path, store) -> None:
                              f"`litebert data build --tokenizer {init_dir} ...`")
 
 
+def start_from(model: AlbertForPreTraining, init_dir: Path, main: bool) -> None:
+    """Continued pretraining: load the model dir's weights with load_pretrained's checks (a bare encoder's
+    tensors have no `albert.` prefix; a missing encoder tensor is an error) and say which heads start afresh
+    (from a fine-tuned classifier, say: the MLM and SOP heads)."""
+    report = load_checked(model, read_model_state(init_dir)[2], init_dir / WEIGHTS_NAME)
+    fresh = sorted({name.removeprefix("albert.").split(".")[0] for name in report["initialised"]})
+    if fresh and main:
+        print(f"litebert pretrain: {init_dir} has no weights for these heads, so each starts afresh: "
+              f"{', '.join(fresh)}", file=sys.stderr)
+
+
 def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
     """The store's own copy of its tokenizer, or --tokenizer; either way it must be the one the store used."""
     from litebert.tokenizer import load_tokenizer
@@ -297,7 +308,7 @@ def setup(cfg: PretrainConfig) -> Run:
     raw = AlbertForPreTraining(config)
     raw.set_gradient_checkpointing(cfg.gradient_checkpointing)
     if init_dir is not None:
-        raw.load_state_dict(read_model_state(init_dir)[2], strict=False)
+        start_from(raw, init_dir, d.main)
     raw.to(device)
     optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power)

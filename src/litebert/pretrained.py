@@ -116,21 +116,31 @@ def load_pretrained(cls, path: str | Path, **config_overrides: Any):
     if not path.is_dir():
         raise CheckpointError(f"{path}: model directory not found")
     config, fmt, state, ignored = read_model_state(path)
-    weights_file = path / WEIGHTS_NAME
     changed_head = any(k in config_overrides for k in ("num_labels", "label_names", "problem_type",
                                                        "qa_answerability"))
     config = config.replace(**config_overrides) if config_overrides else config
     model = cls(config)
+    model.load_report = load_checked(model, state, path / WEIGHTS_NAME, changed_head=changed_head)
+    model.load_report.update(format=fmt, ignored=ignored)
+    return model
+
+
+def load_checked(model, state: dict[str, torch.Tensor], weights_file: Path, changed_head: bool = False
+                 ) -> dict[str, list[str]]:
+    """Load `state` (our names, with or without the `albert.` prefix) into `model`, the encoder in full: a
+    missing or misshapen encoder tensor is an error naming `weights_file`; another class's head is left out
+    ("unused") and a head the state lacks keeps the model's initial values ("initialised"), both reported.
+    `changed_head`: the model's task head has a new shape (a new label set) and starts afresh too."""
     state = _match_prefix(state, model)
     expected = model.state_dict()
-    report = {"format": fmt, "ignored": ignored, "initialised": [], "unused": []}
+    report: dict[str, list[str]] = {"initialised": [], "unused": []}
     for name, tensor in list(state.items()):
         if name not in expected:
             if name.startswith(HEAD_PREFIXES) or name.startswith("albert.pooler."):
                 report["unused"].append(name)  # another class's head (or pooler): not an error
                 del state[name]
                 continue
-            raise CheckpointError(f"{weights_file}: unexpected tensor {name!r} for {cls.__name__}")
+            raise CheckpointError(f"{weights_file}: unexpected tensor {name!r} for {type(model).__name__}")
         if tuple(tensor.shape) != tuple(expected[name].shape):
             if name.startswith(HEAD_PREFIXES) and changed_head:
                 report["initialised"].append(name)  # a new label set: start that head afresh
@@ -146,8 +156,7 @@ def load_pretrained(cls, path: str | Path, **config_overrides: Any):
             else:
                 raise CheckpointError(f"{weights_file}: tensor {name!r} is missing")
     model.load_state_dict(state, strict=False)
-    model.load_report = report
-    return model
+    return report
 
 
 def _match_prefix(state: dict[str, torch.Tensor], model) -> dict[str, torch.Tensor]:
