@@ -114,7 +114,7 @@ def pretrain_here(args, data: Path, out: Path) -> tuple[Path, int, dict, float]:
     run of the same step count. Returns the final checkpoint, its steps, held-out scores and minutes."""
     from litebert.data.store import build_store
     from litebert.pretrain import PretrainConfig, measure_seconds_per_step, pretrain
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     books = sorted((data / "gutenberg").glob("*.txt"))
     if not (out / "store" / "meta.json").is_file():

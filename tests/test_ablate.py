@@ -162,7 +162,8 @@ def test_finetune_sst2_reuses_finished_seeds(tmp_path, shared_data):
 
     from litebert import AlbertConfig, AlbertForPreTraining
     from litebert.ablate import finetune_sst2
-    from litebert.tokenizer import load_tokenizer, train_sentencepiece
+    from litebert.tokenizer import load_tokenizer
+    from litebert.tokenizer_train import train_sentencepiece
 
     sst2 = shared_data / "glue" / "SST-2" / "train.tsv"
     text = tmp_path / "text.txt"

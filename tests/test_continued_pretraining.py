@@ -25,7 +25,7 @@ def books(tmp_path_factory):
     """A tokenizer and a store of the first 60 pydoc documents ("general" text), a store of the next 40 built with
     the same tokenizer ("new domain"), and one built with another tokenizer of the same vocabulary size."""
     from litebert.data.store import build_store
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     root = tmp_path_factory.mktemp("continued")
     write_pydoc_corpus(root / "all.txt", 100)

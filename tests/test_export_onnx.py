@@ -95,6 +95,21 @@ def test_missing_head_and_bad_opset_are_refused(tmp_path, capsys):
     assert not (tmp_path / "m.onnx").exists()
 
 
+def test_the_model_is_named_with_model_like_every_other_command(tmp_path, capsys):
+    torch.manual_seed(0)
+    litebert.AlbertForPreTraining(litebert.AlbertConfig(**CONFIG)).save_pretrained(tmp_path / "model")
+    # --model reaches the exporter (which then refuses the opset), the positional DIR still works, and neither
+    # or both is a clear usage error
+    assert main(["export-onnx", "--model", str(tmp_path / "model"), "--out", str(tmp_path / "m.onnx"),
+                 "--opset", "12"]) == 2
+    assert "opset >= 14" in capsys.readouterr().err
+    for argv in ([], [str(tmp_path / "model"), "--model", str(tmp_path / "model")]):
+        assert main(["export-onnx", *argv, "--out", str(tmp_path / "m.onnx")]) == 2
+        err = capsys.readouterr().err
+        assert "give the model directory once" in err and "Traceback" not in err
+    assert not (tmp_path / "m.onnx").exists()
+
+
 @pytest.mark.slow
 def test_dynamo_exporter_when_onnxscript_is_installed(tmp_path):
     pytest.importorskip("onnxscript")

@@ -233,6 +233,28 @@ def test_a_run_that_predicts_one_class_says_so(tmp_path, english_model, capsys):
     assert scores["single_class_prediction"] in ("a", "b") and scores["accuracy"] == 0.5
 
 
+def test_a_rerun_into_a_finished_run_is_refused_unless_overwrite(tmp_path, english_model, capsys):
+    # Before: the second run appended its records to the first run's metrics.jsonl and kept the old best/ until
+    # the new run beat its score, so a plot or `evaluate` mixed two runs without a word.
+    from litebert.errors import ConfigError
+
+    (tmp_path / "train.csv").write_text("text,label\n" + "".join(f"row {i} here,{'ab'[i % 2]}\n" for i in range(8)))
+    (tmp_path / "dev.csv").write_text("text,label\n" + "".join(f"dev {i} row,{'ab'[i % 2]}\n" for i in range(4)))
+    custom = dict(format="csv", text_columns="text", label_column="label")
+    finetune(tiny_cfg(tmp_path, english_model, "custom", tmp_path, steps=2, **custom))
+    with pytest.raises(ConfigError, match="already holds a fine-tuning run .*--overwrite"):
+        finetune(tiny_cfg(tmp_path, english_model, "custom", tmp_path, steps=3, **custom))
+    # fine-tuning the run's own best/ into the same --out would delete the model being loaded
+    with pytest.raises(ConfigError, match="lies inside --out"):
+        finetune(tiny_cfg(tmp_path, tmp_path / "run" / "best", "custom", tmp_path, steps=3, overwrite=True,
+                          **custom))
+    assert (tmp_path / "run" / "best" / "model.safetensors").is_file()
+    result = finetune(tiny_cfg(tmp_path, english_model, "custom", tmp_path, steps=3, overwrite=True, **custom))
+    records = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == [1, 2, 3]  # only the new run's records
+    assert result["steps"] == 3 and json.loads((tmp_path / "run" / "result.json").read_text())["steps"] == 3
+
+
 def test_an_empty_class_label_is_refused_with_its_line(tmp_path):
     from litebert.data.tasks import custom_task, read_examples
     from litebert.errors import DataFormatError

@@ -37,7 +37,7 @@ def collapse(model: AlbertForPreTraining) -> AlbertForPreTraining:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from litebert.data.store import build_store
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     root = tmp_path_factory.mktemp("health")
     write_pydoc_corpus(root / "corpus.txt", 100)

@@ -57,7 +57,7 @@ def test_top_k_larger_than_the_vocabulary_is_refused(tmp_path, capsys):
 
     from litebert.config import AlbertConfig
     from litebert.model import AlbertForMaskedLM
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"the cat number {i} sat on the mat.\n" for i in range(300)))

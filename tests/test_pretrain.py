@@ -30,7 +30,7 @@ from litebert.pretrain import PretrainConfig, pretrain, setup, train_step  # noq
 def tiny_data(tmp_path_factory):
     """A 500-piece vocab and a 100-document store of pydoc text, and the tiny model config."""
     from litebert.data.store import build_store
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     root = tmp_path_factory.mktemp("pretrain_data")
     write_pydoc_corpus(root / "all.txt")
@@ -432,7 +432,7 @@ def test_pretraining_learns_mlm_and_sentence_order(shared_data, tmp_path):
     from litebert.config import AlbertConfig
     from litebert.data.store import build_store
     from litebert.model import AlbertForPreTraining
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     corpus, sample = tmp_path / "gutenberg.txt", tmp_path / "sample.txt"
     write_gutenberg_corpus(shared_data / "gutenberg", corpus, sample)

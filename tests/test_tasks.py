@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
+from litebert.data.examples import Example
 from litebert.data.tasks import (
     TASKS,
-    Example,
     custom_task,
     encode_examples,
     get_task,

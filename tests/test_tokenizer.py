@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from litebert.cli import main as cli_main
 from litebert.errors import ConfigError, CorpusError, TokenizerError
-from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer, train_sentencepiece
+from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
+from litebert.tokenizer_train import train_sentencepiece
 
 ENGLISH = ["The quick  brown fox, born in 1,999, jumped (twice) over \"lazy\" dogs - really.",
            "  Hello, my dog is cute\t\n and   it's 2,000 years old!  "]

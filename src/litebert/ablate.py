@@ -100,7 +100,7 @@ class AblateConfig:
 
 def prepare_data(cfg: AblateConfig) -> Path:
     from litebert.data.store import TokenStore, build_store
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     data = Path(cfg.out) / "_data"
     if (data / "store" / "meta.json").is_file():

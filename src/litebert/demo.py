@@ -80,7 +80,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     from litebert.inference import fill_mask
     from litebert.model import AlbertForPreTraining
     from litebert.pretrain import PretrainConfig, evaluate_checkpoint, measure_seconds_per_step, pretrain
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

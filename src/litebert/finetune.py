@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -22,8 +23,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from litebert.data.tasks import (OUR_DEFAULTS, Examples, TaskSpec, custom_task, feature_length, get_task,
-                                 label_list_for, pad_features, read_examples, split_path)
+from litebert.data.examples import Example, Examples
+from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, feature_length, get_task, label_list_for,
+                                 pad_features, read_examples, split_path)
 from litebert.device import autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.files import holding_run_dir
@@ -80,6 +82,9 @@ class FinetuneConfig:
     # Draw the pooler ([CLS] -> dense -> tanh) afresh with the model's own initialisation before fine-tuning: the
     # pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
     reinit_pooler: bool = False
+    # A rerun into a directory that already holds a run would mix two runs' metrics.jsonl records and leave the old
+    # best/ in place until the new run beats its score, so it is refused unless asked for.
+    overwrite: bool = False
 
 
 # --------------------------------------------------------------------------------------------- task kinds
@@ -437,10 +442,31 @@ def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float
     return representation_health(model.albert, inputs)
 
 
+RUN_OUTPUTS = ("metrics.jsonl", "best", "result.json")
+
+
+def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> None:
+    """Refuse an --out that already holds a fine-tuning run, or with --overwrite remove that run's outputs (never
+    the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way)."""
+    found = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
+    if not found:
+        return
+    if not overwrite:
+        raise ConfigError(f"--out {out_dir} already holds a fine-tuning run ({', '.join(found)}); pass --overwrite "
+                          f"to replace it, or choose another --out")
+    if any(model_dir.resolve().is_relative_to((out_dir / name).resolve()) for name in found):
+        raise ConfigError(f"--model {model_dir} lies inside --out {out_dir}, which --overwrite would delete; "
+                          f"choose another --out")
+    for name in found:
+        path = out_dir / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 @holding_run_dir(lambda cfg: cfg.out)
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
+    clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
     check_dev_source(spec, cfg)
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
@@ -480,7 +506,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     scheduler = make_scheduler(optimizer, warmup_for(cfg, steps), steps)
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
     lengths = [feature_length(f) for f in train_feats]
-    log = (out_dir / "metrics.jsonl").open("a")
+    log = (out_dir / "metrics.jsonl").open("w")
     best: dict[str, Any] = {"score": -math.inf}
     stale, epoch, queue, step = 0, 0, [], 0
     bar = _progress(steps, cfg.log_every)
@@ -588,8 +614,6 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
             batch_size: int = 64, texts: Sequence[str] | None = None, **custom) -> list[dict]:
     """Predictions for a file in the task's format (labels not needed), or for `texts` (sentence tasks; a pair
     as "first\tsecond"), one dict per example, carrying its input text."""
-    from litebert.data.tasks import Example
-
     if (input_path is None) == (texts is None):
         raise ConfigError("predict: give an input file (--input) or texts (--text), one of the two")
     cfg, spec, kind, device, model, tokenizer, label_list = _scoring_setup(task, model_dir, input_path or "", custom)

@@ -281,7 +281,8 @@ class TextClassification(Pipeline):
         return _need_text(item, "text", index), None
 
     def features(self, items):
-        from litebert.data.tasks import Example, encode_examples
+        from litebert.data.examples import Example
+        from litebert.data.tasks import encode_examples
 
         feats: list[Any] = [None] * len(items)
         for paired in (False, True):  # encode_examples takes all-single or all-pair lists

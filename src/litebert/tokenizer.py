@@ -781,7 +781,3 @@ def load_tokenizer(path: str | os.PathLike) -> AlbertTokenizer | WordPieceTokeni
         return next(c for c in (AlbertTokenizer, WordPieceTokenizer) if c.json_kind == kind).from_pretrained(path)
     raise TokenizerError(f"{path}: no spiece.model, vocab.txt or tokenizer.json (expected a dir written by "
                          f"save_pretrained or `litebert tokenizer train`)")
-
-
-# SentencePiece training lives in its own module; re-exported here as part of the tokenizer API.
-from litebert.tokenizer_train import ALBERT_SPM_SETTINGS, TrainResult, train_sentencepiece  # noqa: E402,F401

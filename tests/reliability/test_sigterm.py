@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 from harness import (assert_same_weights, checkpoint_steps, finish, kill_tagged, losses, pretrain_args,
                      run_litebert, start, wait_stopped)
@@ -37,3 +39,56 @@ def test_sigterm_saves_the_step_and_exits_143_then_resume_is_exact(tiny_data, re
     assert f"resumed from {run / 'checkpoint-3'} at step 3" in again.stderr
     assert losses(run) == losses(single)
     assert_same_weights(run / "checkpoint-8", single / "checkpoint-8")
+
+
+def worker_pid(tag: str, rank: int) -> int:
+    """The pid of the torchrun worker with RANK=rank among the processes tagged `tag`."""
+    wanted = {f"LITEBERT_TEST_TAG={tag}".encode(), f"RANK={rank}".encode()}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if wanted <= set((entry / "environ").read_bytes().split(b"\0")):
+                return int(entry.name)
+        except OSError:
+            continue
+    raise AssertionError(f"no worker with RANK={rank}")
+
+
+def test_sigterm_on_one_ddp_rank_stops_both_after_the_same_step_then_resume_is_exact(tiny_data, reference_runs,
+                                                                                     tmp_path):
+    # A scheduler may signal the ranks at different moments (or only one node): the ranks agree through the
+    # all-reduce every step does anyway, so both finish step 3, the checkpoint is written once, and both exit 143.
+    dual, run = reference_runs["dual"], tmp_path / "run"
+    proc = start(pretrain_args(tiny_data, run), nproc=2, fault="stop:2:1")  # rank 1 stops before step 3
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # rank 1 stops itself; rank 0 waits for it in step 3's gradient all-reduce
+            try:
+                pid = worker_pid(proc.tag, 1)
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            except (AssertionError, OSError):
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "rank 1 never stopped"
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGTERM)  # rank 1 only
+        os.kill(pid, signal.SIGCONT)
+        done = finish(proc)
+    finally:
+        kill_tagged(proc.tag)
+    err = done.stderr
+    workers = "\n".join(line for line in err.splitlines() if line.startswith("[default"))  # torchrun prefixes
+    # (torchrun's agent prints its own ChildFailedError traceback for a non-zero exit; the workers print none)
+    assert done.returncode != 0 and "Traceback" not in workers, err[-3000:]
+    for rank in (0, 1):  # both ranks stopped after the same step (the checkpoint is rank 0's to write)
+        assert f"[default{rank}]:litebert: SIGTERM: stopped after step 3 and saved checkpoint-3 in {run}" in err, \
+            err[-3000:]
+    # torchrun's failure report: 143 = 128 + SIGTERM (whichever rank it saw exit first; it then signals the other)
+    assert "exitcode  : 143" in err, err[-3000:]
+    assert checkpoint_steps(run) == [2, 3]
+    validate_checkpoint(run / "checkpoint-3", verify=True)
+
+    again = run_litebert(pretrain_args(tiny_data, run), nproc=2)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resumed from {run / 'checkpoint-3'} at step 3" in again.stderr
+    assert losses(run) == losses(dual)
+    assert_same_weights(run / "checkpoint-8", dual / "checkpoint-8")

@@ -28,9 +28,11 @@ def register(sub) -> None:
 
     e = add_command(sub, "export-onnx", "export a model or run directory to ONNX (graph + tokenizer + config), "
                                         "checked in onnxruntime",
-                    "litebert export-onnx runs/sst2 --out sst2-onnx/")
-    e.add_argument("model_dir", metavar="DIR", help="litebert or Hugging Face ALBERT model directory, or a "
-                                                    "fine-tuning run directory (its best checkpoint)")
+                    "litebert export-onnx --model runs/sst2 --out sst2-onnx/")
+    # --model like every other command; the positional DIR is kept because earlier releases documented it.
+    e.add_argument("--model", help="litebert or Hugging Face ALBERT model directory, or a fine-tuning run "
+                                   "directory (its best checkpoint)")
+    e.add_argument("model_dir", metavar="DIR", nargs="?", help="the same as --model")
     e.add_argument("--task", choices=list(TASKS), help="which model class and outputs to export (default: the "
                                                        "directory's own head)")
     e.add_argument("--out", required=True, help="output folder (gets model.onnx, config.json, the tokenizer and "
@@ -55,9 +57,12 @@ def run_convert(args) -> int:
 
 
 def run_export(args) -> int:
+    from litebert.errors import ConfigError
     from litebert.export import export_onnx
 
-    result = export_onnx(args.model_dir, args.out, args.task, opset=args.opset, exporter=args.exporter,
+    if (args.model is None) == (args.model_dir is None):
+        raise ConfigError("export-onnx: give the model directory once, as --model DIR (or the positional DIR)")
+    result = export_onnx(args.model or args.model_dir, args.out, args.task, opset=args.opset, exporter=args.exporter,
                          verify=args.verify, quantize=args.quantize)
     print(result.format())
     return 0

@@ -42,6 +42,7 @@ HELP = {
     "gradient_checkpointing": "recompute activations in the backward pass: less memory, ~30%% slower",
     "seed": "seed of the head's initialisation, dropout and the data order",
     "reinit_pooler": "re-initialise the pooler before fine-tuning (drawn from --seed)",
+    "overwrite": "replace the run already in --out (its metrics.jsonl, best/ and result.json); default: refuse",
     "eval_every": "steps between dev evaluations (default: once per epoch, and at the end)",
     "patience": "stop after this many evaluations without a better dev score (0: never stop early)",
     "max_train_examples": "use only the first N training examples (default: all); the schedule then defaults to "

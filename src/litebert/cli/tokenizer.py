@@ -66,7 +66,7 @@ def register(subparsers) -> None:
 
 
 def _train(args) -> int:
-    from litebert.tokenizer import train_sentencepiece
+    from litebert.tokenizer_train import train_sentencepiece
 
     overrides = {key: value for key, value in (
         ("character_coverage", args.character_coverage), ("input_sentence_size", args.input_sentence_size),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from litebert.data.tasks import Examples, read_lines
+from litebert.data.examples import Examples, read_lines
 from litebert.errors import DataFormatError, where
 
 IGNORE_INDEX = -100

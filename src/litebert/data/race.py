@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from litebert.data.tasks import Examples
+from litebert.data.examples import Examples
 from litebert.errors import DataFormatError
 
 LEVELS = ("middle", "high")

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from litebert.data.tasks import Examples
+from litebert.data.examples import Examples
 from litebert.errors import ConfigError, DataFormatError
 
 logger = logging.getLogger(__name__)

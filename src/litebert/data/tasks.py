@@ -16,7 +16,8 @@ race.race_accuracy (choice).
 `read_examples` never skips input silently: a bad row is a `DataFormatError` naming file:line, except where a
 task skips by design (QQP's known malformed rows, as the official processor does); those are counted in
 `examples.skipped` and logged. SQuAD/CMRC2018, RACE and CoNLL tasks are read by `squad.py`, `race.py` and
-`ner.py`; `read_examples` dispatches to them.
+`ner.py` (table `OWN_READERS`); `read_examples` dispatches to them. `Example`, `Examples` and `read_lines`, which
+every reader shares, live in `examples.py`.
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ import dataclasses
 import json
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from litebert.data.examples import Example, Examples, read_lines
+from litebert.data.ner import read_conll
+from litebert.data.race import read_race
+from litebert.data.squad import read_cmrc2018, read_squad
 from litebert.errors import ConfigError, DataFormatError, where
 
 logger = logging.getLogger(__name__)
@@ -99,25 +104,6 @@ class TaskSpec:
     @property
     def num_labels(self) -> int | None:
         return 1 if self.head == "regression" else (len(self.labels) if self.labels else None)
-
-
-@dataclass
-class Example:
-    guid: str
-    text_a: str
-    text_b: str | None = None
-    label: Any = None  # str (classification), float (regression), tuple[str, ...] (multi-label), None (unlabelled)
-    source: str = field(default="", compare=False)  # "file:line", for error messages
-
-
-class Examples(list):
-    """A list of examples that also carries what was skipped by design ("file:line: why") and reader stats."""
-
-    def __init__(self, items=(), path: Path | None = None, skipped: Sequence[str] = (), stats: dict | None = None):
-        super().__init__(items)
-        self.path = path
-        self.skipped = list(skipped)
-        self.stats = dict(stats or {})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -258,6 +244,15 @@ def split_path(spec: TaskSpec, path_or_dir: str | Path, split: str) -> Path:
     return path
 
 
+# Formats read by a module of their own: format -> reader(path, allowed labels or None) -> Examples.
+OWN_READERS: dict[str, Callable[[Path, Sequence[str] | None], Examples]] = {
+    "conll": read_conll,
+    "squad": lambda path, labels: read_squad(path),
+    "cmrc2018": lambda path, labels: read_cmrc2018(path),
+    "race": lambda path, labels: read_race(path),
+}
+
+
 def read_examples(spec: TaskSpec, path_or_dir: str | Path, split: str, label_list: Sequence[str] | None = None):
     """Read one split. Returns `Examples` of `Example` (sentence tasks), `TokenExample` (conll),
     `SquadExample` (squad, cmrc2018) or `RaceExample` (race).
@@ -266,19 +261,8 @@ def read_examples(spec: TaskSpec, path_or_dir: str | Path, split: str, label_lis
     task's fixed label set: an unknown label is a DataFormatError naming file:line.
     """
     path = split_path(spec, path_or_dir, split)
-    # The other readers are imported here because their modules import this one.
-    if spec.format == "conll":
-        from litebert.data.ner import read_conll
-
-        return read_conll(path, labels=label_list or spec.labels)
-    if spec.format in ("squad", "cmrc2018"):
-        from litebert.data.squad import read_cmrc2018, read_squad
-
-        return read_squad(path) if spec.format == "squad" else read_cmrc2018(path)
-    if spec.format == "race":
-        from litebert.data.race import read_race
-
-        return read_race(path)
+    if spec.format in OWN_READERS:
+        return OWN_READERS[spec.format](path, label_list or spec.labels)
     rows = _jsonl_rows(path) if spec.format == "jsonl" else _table_rows(spec, path, split)
     return _rows_to_examples(spec, rows, path, split, label_list)
 
@@ -301,24 +285,6 @@ def label_list_for(spec: TaskSpec, train_examples: Sequence[Example]) -> list[st
     if not seen:
         raise DataFormatError(f"task {spec.name}: the training examples carry no labels")
     return sorted(seen)
-
-
-def read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text without the line end). Splits on '\\n' only (text may hold \\u2028 and friends);
-    drops a UTF-8 BOM; bad UTF-8 is an error naming the line."""
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-    with f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataFormatError(f"{where(path, n)}: invalid UTF-8 ({e.reason}); re-encode the file as UTF-8")
-            if n == 1:
-                line = line.removeprefix("\ufeff")
-            yield n, line.rstrip("\r\n") if line.endswith("\n") else line
 
 
 # A row is (line number, {column: value}); missing columns are simply absent from the dict.

@@ -1,0 +1,79 @@
+"""The library never imports the command line: cli/ sits on top of litebert, never underneath it.
+
+Walks every module of src/litebert outside cli/ (and __main__.py, the CLI's entry point) and reads its imports
+from the syntax tree, function-local and lazy-table ones included.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+import litebert
+
+CLI = "litebert.cli"
+_MODULE_NAME = re.compile(r"^litebert\.cli(\.\w+)*$")  # a module path written as a string (importlib, lazy tables)
+
+
+def _module_of(file: Path, root: Path) -> str:
+    parts = file.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    """The modules an import node names (relative imports resolved against `module`)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            package = package[: len(package) - (node.level - 1)]
+            base = ".".join(package + ([base] if base else []))
+        return [base] + [f"{base}.{alias.name}" for alias in node.names]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.match(node.value):
+        return [node.value]
+    return []
+
+
+def upward_imports(root: Path) -> list[str]:
+    """'FILE:LINE imports NAME' (FILE relative to `root`) for each import of litebert.cli outside cli/."""
+    found = []
+    for file in sorted(root.rglob("*.py")):
+        rel = file.relative_to(root)
+        if rel.parts[0] == "cli" or rel.as_posix() == "__main__.py":
+            continue
+        module = _module_of(file, root)
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), filename=str(file))):
+            names = [n for n in _imported(node, module, file.name == "__init__.py")
+                     if n == CLI or n.startswith(CLI + ".")]
+            if names:
+                found.append(f"{file.relative_to(root)}:{node.lineno} imports {names[0]}")
+    return found
+
+
+def test_no_library_module_imports_the_cli():
+    root = Path(litebert.__file__).parent
+    assert (root / "cli").is_dir() and len(list(root.rglob("*.py"))) > 30  # walking the real package
+    assert upward_imports(root) == []
+
+
+def test_the_walk_finds_every_form_of_upward_import(tmp_path):
+    """Each way a module can reach the CLI is found (so the test above can fail)."""
+    root = tmp_path / "litebert"
+    (root / "cli").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "cli" / "_common.py").write_text("from litebert.config import AlbertConfig\n")  # downward: fine
+    (root / "__main__.py").write_text("from litebert.cli import main\n")  # the entry point: fine
+    (root / "a.py").write_text("def f():\n    from litebert.cli._common import load_config\n")
+    (root / "b.py").write_text("import litebert.cli.pretrain\n")
+    (root / "c.py").write_text("from litebert import cli\n")
+    (root / "data" / "d.py").write_text("from ..cli import _common\n")
+    (root / "e.py").write_text("import importlib\nimportlib.import_module('litebert.cli.data')\n")
+    (root / "f.py").write_text("import litebert.client_tools\n'litebert.cli is the command line'\n")  # not the CLI
+    assert upward_imports(root) == [
+        "a.py:2 imports litebert.cli._common",
+        "b.py:1 imports litebert.cli.pretrain",
+        "c.py:1 imports litebert.cli",
+        "data/d.py:1 imports litebert.cli",
+        "e.py:2 imports litebert.cli.data",
+    ]
