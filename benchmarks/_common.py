@@ -1,6 +1,6 @@
 """Shared by the benchmark scripts: flags, thread setup, the result table and the JSON that run_all.py collects.
 
-The timing engine itself (interleaved turns, peak RSS, calibration GEMM, the workloads) is `litebert.bench`, so
+The timing engine itself (interleaved turns, peak RSS, calibration GEMM, the workloads) is `litebert.lab.bench`, so
 `litebert bench` and these scripts measure the same way.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from litebert.bench import Measured, format_table, machine_info, ratio
+from litebert.lab.bench import Measured, format_table, machine_info, ratio
 
 REPO = Path(__file__).resolve().parents[1]
 

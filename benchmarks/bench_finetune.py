@@ -20,14 +20,14 @@ import numpy as np
 import torch
 
 import _common as C
-from litebert.bench import Side, autocast, hf_config, run_interleaved
+from litebert.lab.bench import Side, autocast, hf_config, run_interleaved
 from litebert.device import resolve_precision
 from litebert.model import model_flops_per_token
 
 
 def sst2_features(n: int, max_len: int, seed: int) -> tuple[list[dict], str]:
     """n SST-2 train examples as unpadded features, or synthetic ones with SST-2's length profile."""
-    from litebert.shared_data import shared_data_dir
+    from litebert.lab.shared_data import shared_data_dir
 
     rng = np.random.default_rng(seed)
     root = shared_data_dir()

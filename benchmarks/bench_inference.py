@@ -4,7 +4,8 @@ ours       AlbertModel with weights stored in bf16 (where bf16 is fast: AMX/AVX5
            quantization of the Linear layers on other CPUs) + torch.compile; fused QKV, SDPA.
 reference  transformers.AlbertModel (sdpa) under bf16 autocast, the usual way to run it in bf16 (the target);
            also shown: HF with weights cast to bf16, and HF fp32.
-Lever rows: ours eager in bf16 weights / bf16 autocast / int8 dynamic / fp32, and without the attention mask.
+Lever rows: ours compiled with inductor's freezing (CPU); ours eager in bf16 weights / bf16 autocast / int8 dynamic /
+fp32, and without the attention mask.
 Both sides get the same inputs: full-length sequences with an all-ones attention mask, no_grad (inference_mode).
 
     python benchmarks/bench_inference.py                      # batch 1 (latency) and batch 32 (throughput), seq 128
@@ -18,7 +19,7 @@ import sys
 import torch
 
 import _common as C
-from litebert.bench import (Side, calibration_side, encoder_flops_per_token, hf_encoder_forward,
+from litebert.lab.bench import (Side, calibration_side, encoder_flops_per_token, hf_encoder_forward,
                             ours_encoder_forward, run_interleaved, synthetic_inputs)
 from litebert.device import cpu_has_fast_bf16
 
@@ -53,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
                  Side("HF bf16 weights", hf_encoder_forward(config, inputs, device, "bf16"), B, flops,
                       "transformers AlbertModel.to(bfloat16)")]
         if args.levers:
+            if compile_ours and device.type == "cpu":
+                sides.append(Side("ours compiled, frozen",
+                                  ours_encoder_forward(config, inputs, device, mode, compile=True, freeze=True), B,
+                                  flops, f"{mode} weights, torch.compile with freezing (weights as graph constants, "
+                                  "prepacked for oneDNN)"))
             sides += [Side("HF fp32", hf_encoder_forward(config, inputs, device, "fp32"), B, flops, "eager fp32"),
                       Side("ours fp32", ours_encoder_forward(config, inputs, device, "fp32"), B, flops, "eager"),
                       Side("ours bf16 autocast", ours_encoder_forward(config, inputs, device, "bf16-autocast"), B,

@@ -24,11 +24,15 @@ import time
 import torch
 
 import _common as C
-from litebert.bench import (DDPSide, Side, calibration_side, device_peak_flops, hf_pretrain_step,
+from litebert.lab.bench import (DDPSide, Side, calibration_side, device_peak_flops, hf_pretrain_step,
                             ours_pretrain_step, ours_train_step, ratio, run_interleaved,
                             synthetic_pretraining_batch)
 from litebert.device import resolve_precision
 from litebert.model import model_flops_per_token
+
+# MFU goals against the in-process calibration GEMM (issue 24): 60% at seq 128, where the step is short GEMMs and
+# the kernels between them; 50% elsewhere.
+MFU_GOAL = {128: 0.6, None: 0.5}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
                     targets.append(C.target_entry(f"pretraining step {args.model} seq {args.seq} batch {args.batch}: "
                                                   f"{who} vs HF {ref}", by[who], by[f"HF {ref}"], goal))
         mfu = by["ours"].mfu(peak)
+        mfu_goal = MFU_GOAL.get(args.seq, MFU_GOAL[None])
         targets.append({"name": f"MFU of ours ({precision}), {args.model} seq {args.seq} batch {args.batch}, vs {peak_src}", "value": mfu, "min": mfu, "max": mfu,
-                        "target": 0.5, "comparison": ">=", "met": bool(mfu >= 0.5), "command": C.command_line(),
+                        "target": mfu_goal, "comparison": ">=", "met": bool(mfu >= mfu_goal), "command": C.command_line(),
                         "unit": "fraction"})
         headers, rows = C.side_rows(results, "ours", peak, "tokens")
         notes = [f"MFU = matmul FLOPs each side executes (HF: dense head over all {args.seq} positions; ours: "
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"{by['ours'].first_step_s - by['ours'].step_s:.0f}s more than a warm step).",
                  "+RSS MB: peak RSS during the side's turn minus RSS at its start (activations, logits, grads)."]
         C.print_report(f"Pretraining step: {shape}", headers, rows, notes, [t for t in targets if "unit" not in t])
-        print(f"MFU of ours: {100 * mfu:.0f}% (goal >= 50%)")
+        print(f"MFU of ours: {100 * mfu:.0f}% (goal >= {100 * mfu_goal:.0f}%)")
         payload["sections"].append({"title": f"Pretraining step: {shape}", "kind": "main", "headers": headers,
                                     "rows": rows, "notes": notes,
                                     "results": [r.to_dict() for r in results], "peak_flops": peak,
@@ -226,7 +231,7 @@ def with_threads(step, threads: int):
 
 def optimizer_side(config, batch, device, precision) -> Side:
     """LAMB (foreach) + global grad-norm clip alone, on real gradients: the optimizer's share of a step."""
-    from litebert.bench import autocast
+    from litebert.lab.bench import autocast
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer
 

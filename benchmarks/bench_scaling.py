@@ -134,7 +134,7 @@ def measure(point: dict[str, Any]) -> dict[str, Any]:
     """Build the point's train step, time its first step alone (lazy init), then `steps` steps one by one."""
     import torch
 
-    from litebert.bench import DDPSide, ours_train_step, synthetic_pretraining_batch
+    from litebert.lab.bench import DDPSide, ours_train_step, synthetic_pretraining_batch
     from litebert.device import resolve_precision
     from litebert.model import model_flops_per_token
 
@@ -216,7 +216,7 @@ def wait_for_memory(need: int, margin: int, max_wait: float, log) -> tuple[bool,
 
 
 def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
-    from litebert.bench import machine_info
+    from litebert.lab.bench import machine_info
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     path = Path(args.json)

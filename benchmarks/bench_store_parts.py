@@ -39,7 +39,7 @@ SPM = "albert-vocab/30k-clean.model"
 def make_corpus(root: Path, gb: float, file_mb: float, seed: int = 0) -> list[Path]:
     """Files of about file_mb MiB up to gb GiB: lines drawn from a pool of 200,000 random sentences (5-30 words of
     the Gutenberg vocabulary), a blank line after every 5-40 of them."""
-    from litebert.shared_data import shared_data_dir
+    from litebert.lab.shared_data import shared_data_dir
 
     rng = np.random.default_rng(seed)
     words = sorted(set((shared_data_dir() / "gutenberg" / "austen-emma.txt").read_text().split()))
@@ -139,7 +139,7 @@ def main() -> int:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
         return 0
 
-    from litebert.shared_data import shared_data_dir
+    from litebert.lab.shared_data import shared_data_dir
     from litebert.tokenizer import AlbertTokenizer
 
     scratch = Path(tempfile.mkdtemp(prefix="litebert-bench-parts-", dir=args.scratch))

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import AlbertTokenizer
 
 

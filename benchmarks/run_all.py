@@ -153,7 +153,7 @@ def run_set(args: argparse.Namespace, threads: int) -> list[dict]:
 
 
 def md_table(headers: list[str], rows: list[list]) -> str:
-    from litebert.bench import format_table
+    from litebert.lab.bench import format_table
 
     return format_table(headers, rows)
 

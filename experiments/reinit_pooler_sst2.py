@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from litebert.ablate import finetune_sst2
+from litebert.lab.ablate import finetune_sst2
 from litebert.model import AlbertForPreTraining
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import load_tokenizer
 
 

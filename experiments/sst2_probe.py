@@ -21,7 +21,7 @@ import torch
 
 from litebert.data.tasks import get_task, read_examples
 from litebert.model import AlbertModel
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import load_tokenizer
 
 FEATURES = ("emb_mean", "cls", "pooled", "mean")

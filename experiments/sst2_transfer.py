@@ -25,7 +25,7 @@ import torch
 from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.checkpoint import validate_checkpoint
 from litebert.errors import CheckpointError
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import load_tokenizer
 
 MODEL = dict(embedding_size=128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--lrs", default="2e-4,1e-3", help="fine-tuning learning rates, each run for both inits")
     args = ap.parse_args()
-    from litebert.ablate import finetune_sst2, run_lock
+    from litebert.lab.ablate import finetune_sst2, run_lock
     from litebert.params import count_parameters
 
     if args.threads:

@@ -10,7 +10,7 @@ import collections
 import re
 
 from litebert.data.tasks import get_task, read_examples
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 
 WORD = re.compile(r"[a-z]+")
 

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from litebert.shared_data import shared_data_dir
+from litebert.lab.shared_data import shared_data_dir
 
 
 @pytest.fixture(scope="session")

@@ -48,7 +48,7 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data, monkeypatch):
     # the docs report of a suite cut off midway (no results.json yet): what finished, and what did not
     (out / "dropout" / "results.json").rename(tmp_path / "dropout-results.json")
     (out / "dropout" / "dropout-0.1.json").rename(tmp_path / "dropout-0.1.json")
-    report_tool = load_experiment("ablation_report")
+    report_tool = load_doc_tool("ablation_report")
     finished, pending = report_tool.load_suite(out, "dropout")
     assert [r["variant"] for r in finished] == ["dropout-0"] and pending == ["dropout-0.1"]
     stray = out / "dropout" / "dropout-0.5.json"
@@ -74,7 +74,7 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data, monkeypatch):
     assert seed1[2]["run_dir"] == dropout[2]["run_dir"]  # random init does not depend on the pretraining seed
     # the study's records (no checkpoints) carry it to a new machine: restored into a study rebuilt from the same
     # corpus, every finished run is kept and nothing is trained again
-    records_tool = load_experiment("ablation_records")
+    records_tool = load_doc_tool("ablation_records")
     records = tmp_path / "records"
     records_tool.save(out, records)
     assert sorted(p.name for p in records.iterdir() if p.is_dir()) == sorted(p.name for p in (out / "_runs").iterdir())
@@ -91,9 +91,9 @@ def test_objective_suite_tiny_budget(tmp_path, shared_data, monkeypatch):
     assert not (other / "_runs").exists()
 
 
-def load_experiment(name: str):
-    """A script from experiments/ (not a package) as a module."""
-    path = Path(__file__).resolve().parent.parent / "experiments" / f"{name}.py"
+def load_doc_tool(name: str):
+    """A doc-building script from docs/tools/ (not a package) as a module."""
+    path = Path(__file__).resolve().parent.parent / "docs" / "tools" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -101,7 +101,7 @@ def load_experiment(name: str):
 
 
 def test_sharing_suite_variants():
-    from litebert.ablate import suite_variants
+    from litebert.lab.ablate import suite_variants
 
     names = [v.name for v in suite_variants("sharing", 256)]
     assert names == ["E256-all", "E256-attention", "E256-ffn", "E256-none", "E128-all", "E128-attention",
@@ -113,7 +113,7 @@ def test_run_lock_makes_a_second_worker_wait(tmp_path):
     import threading
     import time
 
-    from litebert.ablate import run_lock
+    from litebert.lab.ablate import run_lock
 
     order = []
 
@@ -135,7 +135,7 @@ def test_run_lock_makes_a_second_worker_wait(tmp_path):
 
 def test_cached_result_computes_once_and_redoes_a_crashed_run(tmp_path):
     """A finished run is read back, never recomputed; a run that died midway left no result.json and is redone."""
-    from litebert.ablate import cached_result
+    from litebert.lab.ablate import cached_result
 
     calls = []
 
@@ -161,7 +161,7 @@ def test_finetune_sst2_reuses_finished_seeds(tmp_path, shared_data):
     import torch
 
     from litebert import AlbertConfig, AlbertForPreTraining
-    from litebert.ablate import finetune_sst2
+    from litebert.lab.ablate import finetune_sst2
     from litebert.tokenizer import load_tokenizer
     from litebert.tokenizer_train import train_sentencepiece
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import litebert.model as ours
 from litebert import AlbertConfig
-from litebert.bench import synthetic_pretraining_batch
+from litebert.lab.bench import synthetic_pretraining_batch
 
 transformers = pytest.importorskip("transformers")
 
@@ -152,3 +152,19 @@ def test_compiled_model_matches_eager_fp32():
         compiled = torch.compile(model)(b["input_ids"], b["attention_mask"], b["token_type_ids"])
     assert (compiled.sequence_output - eager.sequence_output).abs().max().item() < 1e-5
     assert (compiled.pooled_output - eager.pooled_output).abs().max().item() < 1e-5
+
+
+@pytest.mark.slow
+def test_frozen_compiled_bf16_encoder_matches_eager():
+    """The inference benchmark's "ours": bf16 weights, torch.compile with freezing (the weights become graph
+    constants, prepacked for oneDNN) computes what the eager bf16 model computes."""
+    from litebert.lab.bench import ours_encoder_forward, synthetic_inputs
+
+    cfg = config(num_hidden_layers=2, vocab_size=200)
+    inputs = synthetic_inputs(cfg, 2, 32)
+    inputs["attention_mask"][1, 20:] = 0  # the masked path too
+    cpu = torch.device("cpu")
+    eager = ours_encoder_forward(cfg, inputs, cpu, "bf16")()  # pooled output [B, H]; same seed, same weights
+    frozen = ours_encoder_forward(cfg, inputs, cpu, "bf16", compile=True, freeze=True)()
+    assert frozen.dtype == torch.bfloat16
+    assert rel_err(frozen, eager) < BF16_REL_TOL

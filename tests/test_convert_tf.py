@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from litebert.convert_tf import hf_to_tf_tensors, load_tf_albert
+from litebert.convert.tf_bundle import read_checkpoint
+from litebert.convert.tf_map import load_tf_albert
 from litebert.errors import CheckpointError, ConversionError
-from litebert.tf_checkpoint import read_checkpoint, write_checkpoint
+from tf_fixtures import hf_to_tf_tensors, write_checkpoint
 
 transformers = pytest.importorskip("transformers")
 

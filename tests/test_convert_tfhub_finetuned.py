@@ -17,9 +17,10 @@ import torch
 
 import litebert
 from litebert.cli import main
+from litebert.convert import convert_checkpoint
+from litebert.convert.tf_bundle import read_checkpoint
 from litebert.errors import ConversionError
-from litebert.interop import convert_checkpoint
-from litebert.tf_checkpoint import read_checkpoint, write_checkpoint
+from tf_fixtures import write_checkpoint
 
 
 def _golden_inputs(golden):

@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 
 import litebert
 from litebert.cli import main
-from litebert.convert_tf import hf_to_tf_tensors
-from litebert.tf_checkpoint import read_checkpoint, write_checkpoint
+from litebert.convert.tf_bundle import read_checkpoint
+from tf_fixtures import hf_to_tf_tensors, write_checkpoint
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,7 +1,8 @@
-"""The library never imports the command line: cli/ sits on top of litebert, never underneath it.
+"""The library never imports what sits on top of it: the command line (cli/) and the lab (lab/: bench, ablate,
+shared_data) use the library, never the other way round.
 
-Walks every module of src/litebert outside cli/ (and __main__.py, the CLI's entry point) and reads its imports
-from the syntax tree, function-local and lazy-table ones included.
+Walks every module of src/litebert outside the upper layer and reads its imports from the syntax tree,
+function-local and lazy-table ones included.
 """
 
 import ast
@@ -11,7 +12,7 @@ from pathlib import Path
 import litebert
 
 CLI = "litebert.cli"
-_MODULE_NAME = re.compile(r"^litebert\.cli(\.\w+)*$")  # a module path written as a string (importlib, lazy tables)
+LAB = "litebert.lab"
 
 
 def _module_of(file: Path, root: Path) -> str:
@@ -19,7 +20,7 @@ def _module_of(file: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
+def _imported(node: ast.AST, module: str, is_package: bool, layer: str) -> list[str]:
     """The modules an import node names (relative imports resolved against `module`)."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
@@ -30,22 +31,25 @@ def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
             package = package[: len(package) - (node.level - 1)]
             base = ".".join(package + ([base] if base else []))
         return [base] + [f"{base}.{alias.name}" for alias in node.names]
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.match(node.value):
+    # a module path written as a string (importlib, lazy tables)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(rf"{layer}(\.\w+)*",
+                                                                                          node.value):
         return [node.value]
     return []
 
 
-def upward_imports(root: Path) -> list[str]:
-    """'FILE:LINE imports NAME' (FILE relative to `root`) for each import of litebert.cli outside cli/."""
+def upward_imports(root: Path, layer: str = CLI, above: tuple[str, ...] = ("cli", "__main__.py")) -> list[str]:
+    """'FILE:LINE imports NAME' (FILE relative to `root`) for each import of `layer` outside the files and folders
+    `above` (the layer itself and what may use it)."""
     found = []
     for file in sorted(root.rglob("*.py")):
         rel = file.relative_to(root)
-        if rel.parts[0] == "cli" or rel.as_posix() == "__main__.py":
+        if rel.parts[0] in above:
             continue
         module = _module_of(file, root)
         for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), filename=str(file))):
-            names = [n for n in _imported(node, module, file.name == "__init__.py")
-                     if n == CLI or n.startswith(CLI + ".")]
+            names = [n for n in _imported(node, module, file.name == "__init__.py", layer)
+                     if n == layer or n.startswith(layer + ".")]
             if names:
                 found.append(f"{file.relative_to(root)}:{node.lineno} imports {names[0]}")
     return found
@@ -55,6 +59,13 @@ def test_no_library_module_imports_the_cli():
     root = Path(litebert.__file__).parent
     assert (root / "cli").is_dir() and len(list(root.rglob("*.py"))) > 30  # walking the real package
     assert upward_imports(root) == []
+
+
+def test_no_library_module_imports_the_lab():
+    root = Path(litebert.__file__).parent
+    assert (root / "lab").is_dir()
+    # cli/ runs `litebert bench` and `litebert ablate`.
+    assert upward_imports(root, LAB, above=("lab", "cli")) == []
 
 
 def test_the_walk_finds_every_form_of_upward_import(tmp_path):
@@ -70,6 +81,7 @@ def test_the_walk_finds_every_form_of_upward_import(tmp_path):
     (root / "data" / "d.py").write_text("from ..cli import _common\n")
     (root / "e.py").write_text("import importlib\nimportlib.import_module('litebert.cli.data')\n")
     (root / "f.py").write_text("import litebert.client_tools\n'litebert.cli is the command line'\n")  # not the CLI
+    (root / "g.py").write_text("def f():\n    from litebert.lab.bench import quick_bench\n")  # the lab
     assert upward_imports(root) == [
         "a.py:2 imports litebert.cli._common",
         "b.py:1 imports litebert.cli.pretrain",
@@ -77,3 +89,4 @@ def test_the_walk_finds_every_form_of_upward_import(tmp_path):
         "data/d.py:1 imports litebert.cli",
         "e.py:2 imports litebert.cli.data",
     ]
+    assert upward_imports(root, LAB, above=("lab",)) == ["g.py:2 imports litebert.lab.bench"]

@@ -457,3 +457,18 @@ def test_pretraining_learns_mlm_and_sentence_order(shared_data, tmp_path):
     before = balanced_sop_accuracy(AlbertForPreTraining(config), store, 64)
     after = balanced_sop_accuracy(AlbertForPreTraining.from_pretrained(run / "checkpoint-500"), store, 64)
     assert abs(before - 0.5) < 0.06 and after > 0.6, (before, after)
+
+
+def test_mlm_only_pretraining_leaves_the_pooler_and_sop_head_as_they_started(tiny_data, tmp_path):
+    """--objective none trains neither the pooler nor the SOP head; LAMB's weight decay used to erase them anyway
+    (a pure-decay update under the trust ratio is a step of lr * w), so fine-tuning got an all-zero pooler."""
+    from litebert.pretrained import read_model_state
+
+    args = config_args(tiny_data, tmp_path / "run", objective="none", steps=6, save_every=6, lr=5e-2)
+    start = {k: v.clone() for k, v in setup(PretrainConfig(**args)).raw_model.state_dict().items()}
+    pretrain(PretrainConfig(**args))
+    end = read_model_state(tmp_path / "run" / "checkpoint-6")[2]
+    untrained = [k for k in start if k.startswith(("albert.pooler.", "sop."))]
+    assert len(untrained) == 4 and all(torch.equal(end[k], start[k]) for k in untrained)
+    assert not torch.equal(end["albert.embeddings.word_embeddings.weight"],
+                           start["albert.embeddings.word_embeddings.weight"])  # the rest did train

@@ -17,11 +17,13 @@ from litebert.data.pretraining import (
     choose_ngram_spans,
     collate_pretraining,
     make_rng,
+    mask_batch,
     ngram_probabilities,
     parse_phases,
     phase_for_step,
     truncation_counts,
 )
+from litebert.data import draws
 from litebert.data.store import build_store
 from litebert.errors import ConfigError, CorpusError
 from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer
@@ -122,6 +124,88 @@ def test_ngram_spans_respect_budget_segments_and_each_other():
         assert len(covered) == len(set(covered))  # no overlapping spans
         assert all(n <= drawn and (k < 17) == (k + n - 1 < 17) for k, drawn, n in spans)  # inside a segment
         assert sum(end[k + n - 1] - pos[k] for k, _, n in spans) <= 12
+
+
+def test_batched_masking_is_uniform_over_words_and_independent_of_the_batch():
+    """mask_batch over 400 sequences of 60 one-token words: every word is masked equally often (the shuffled
+    visiting order is uniform), each sequence masks exactly its budget, and a sequence masked alone is masked the
+    same as inside the batch."""
+    count, words, budget = 400, 60, 9
+    one = np.r_[0, np.arange(10, 10 + words), 1]  # [CLS] w1..w60 [SEP] as ids 0, 10.., 1
+    ids = np.tile(one, count)
+    maskable = np.tile(np.r_[False, np.ones(words, bool), False], count)
+    offsets = np.arange(count + 1) * len(one)
+    keys = draws.stream_keys((5, 2, 0), np.arange(count))
+    budgets = np.full(count, budget)
+    m = mask_batch(ids, np.ones(len(ids), bool), maskable, offsets, budgets, ngram_probabilities(3), 3,
+                   np.arange(10, 100), keys)
+    assert np.array_equal(np.bincount(m.example, minlength=count), budgets)
+    assert maskable[m.positions].all() and np.array_equal(m.labels, ids[m.positions])
+    per_word = np.bincount(m.positions - offsets[m.example], minlength=len(one))[1:-1]
+    assert sps.chisquare(per_word).pvalue > 1e-3, per_word
+    for b in (0, 7, 399):
+        alone = mask_batch(one, np.ones(len(one), bool), maskable[: len(one)], np.array([0, len(one)]),
+                           budgets[:1], ngram_probabilities(3), 3, np.arange(10, 100), keys[b : b + 1])
+        rows = m.example == b
+        assert np.array_equal(alone.positions, m.positions[rows] - offsets[b])
+        assert np.array_equal(alone.input_ids, m.input_ids[offsets[b] : offsets[b + 1]])
+
+
+def test_counter_draws_are_uniform_and_binomial():
+    keys = draws.stream_keys((0, 1, 2), np.arange(20000))
+    u = draws.uniform(keys, 3, 0)
+    assert u.min() >= 0 and u.max() < 1 and sps.kstest(u, "uniform").pvalue > 1e-3
+    assert sps.pearsonr(u, draws.uniform(keys, 3, 1))[0] < 0.03  # another counter: another value
+    assert not np.array_equal(keys, draws.stream_keys((0, 1, 3), np.arange(20000)))
+    assert np.array_equal(draws.below(np.array([0.0, 0.5, 1 - 2**-53]), 7), [0, 3, 6])
+    trials = np.tile([0, 1, 5, 64, 65, 200], 3000)
+    ones = draws.binomial_half(draws.stream_keys((9,), np.arange(len(trials))), 1, trials)
+    for k in (1, 5, 64, 65, 200):
+        got = ones[trials == k]
+        assert got.min() >= 0 and got.max() <= k
+        expected = sps.binom.pmf(np.arange(k + 1), k, 0.5) * len(got)
+        big = expected > 5  # chi-square over the bins with enough mass, the tails pooled
+        observed, expected_big = np.bincount(got, minlength=k + 1)[big], expected[big]
+        if not big.all():
+            observed, expected_big = np.r_[observed, (~big[got]).sum()], np.r_[expected_big, expected[~big].sum()]
+        assert sps.chisquare(observed, expected_big).pvalue > 1e-3, k
+    assert (ones[trials == 0] == 0).all()
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"objective": "nsp"}, {"objective": "none", "max_seq_length": 48},
+                                    {"single_sentence": "split", "mask_unit": "token", "max_seq_length": 40}])
+def test_an_example_does_not_depend_on_the_batch_that_builds_it(en, kwargs):
+    """Example i of epoch e is a pure function of (seed, e, i): built alone, in any batch, in any order, by the
+    DataLoader's __getitems__, the arrays are identical (what exact resume and resharding rely on)."""
+    store, _ = en
+    ds = PretrainingDataset(store, seed=6, **kwargs)
+    ds.set_epoch(1)
+    picks = np.random.default_rng(1).permutation(len(ds))[:40]
+    batch = ds.examples(picks)
+    again = ds.__getitems__(np.r_[picks[25:], picks[:25]].tolist())
+    for j, i in enumerate(picks.tolist()):
+        alone = ds.example(i)
+        for other in (batch[j], again[(j - 25) % 40]):
+            assert other.keys() == alone.keys()
+            for key, value in alone.items():
+                assert np.array_equal(other[key], value), (key, i)
+    assert ds.example(int(picks[0]), epoch=2)["input_ids"].tolist() != batch[0]["input_ids"].tolist()
+    with pytest.raises(IndexError, match="out of range"):
+        ds.examples([0, len(ds)])
+
+
+def test_a_batchs_collate_equals_collating_its_examples(en):
+    store, _ = en
+    ds = PretrainingDataset(store, max_seq_length=64, seed=1)
+    batch = ds.examples(range(10, 26))
+    for pad_to in (None, 70):
+        fast, slow = collate_pretraining(batch, pad_to=pad_to, pad_id=ds.pad_id), \
+            collate_pretraining(list(batch), pad_to=pad_to, pad_id=ds.pad_id)
+        assert fast.keys() == slow.keys()
+        for key in fast:
+            assert fast[key].dtype == slow[key].dtype and torch.equal(fast[key], slow[key]), key
+    with pytest.raises(ConfigError, match="pad_to=10"):
+        collate_pretraining(batch, pad_to=10)
 
 
 def _masking_stats(ds, count):

@@ -87,6 +87,16 @@ def test_byte_reproducible_across_workers_chunks_and_shards(corpus, en_tokenizer
     np.testing.assert_array_equal(train.document_offsets, ref.split("train").document_offsets)
     assert set(train.document_offsets.tolist()) >= set(train.sentence_base.tolist())
     np.testing.assert_array_equal(train.word_starts(0, 50), ref.split("train").word_starts(0, 50))
+    # gather (one fancy index per shard) reads what the per-sentence slices read, across shard boundaries
+    positions = np.random.default_rng(0).permutation(train.num_tokens)[:2000]
+    ids, flags = train.gather(positions)
+    whole_ids = np.concatenate([train.tokens(i) for i in range(train.num_sentences)])
+    whole_flags = np.concatenate([train.word_starts(i) for i in range(train.num_sentences)])
+    np.testing.assert_array_equal(ids, whole_ids[positions])
+    np.testing.assert_array_equal(flags, whole_flags[positions])
+    assert ids.dtype == np.int64 and flags.dtype == bool
+    with pytest.raises(IndexError, match="outside split 'train'"):
+        train.gather([train.num_tokens])
 
 
 def test_stats_count_what_was_skipped(en_tokenizer_dir, tmp_path):

@@ -112,7 +112,7 @@ def test_qqp_skips_malformed_rows_by_design_and_counts_them(tmp_path, caplog):
 
 
 def test_table14_hparams_match_the_reference_table():
-    from litebert.shared_data import shared_data_dir
+    from litebert.lab.shared_data import shared_data_dir
 
     ref = shared_data_dir().parent / "reference" / "anchors-mission.md"
     if not ref.exists():

@@ -1,4 +1,4 @@
-"""The pure-numpy TF tensor-bundle reader/writer, checked against checkpoints written by TensorFlow itself."""
+"""The pure-numpy TF tensor-bundle reader (and the tests' writer), checked against checkpoints written by TensorFlow itself."""
 
 import shutil
 import struct
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from litebert.errors import CheckpointError
-from litebert.tf_checkpoint import (
+from litebert.convert import tf_bundle
+from litebert.convert.tf_bundle import (
     CheckpointReader,
     crc32c,
     list_variables,
@@ -16,8 +16,10 @@ from litebert.tf_checkpoint import (
     read_checkpoint,
     resolve_checkpoint_prefix,
     unmask_crc,
-    write_checkpoint,
 )
+from litebert.errors import CheckpointError
+from litebert.protowire import pb_bytes
+from tf_fixtures import TableWriter, encode_entry, encode_header, write_checkpoint
 
 GOLDEN = ("tiny", "grouped")
 
@@ -133,13 +135,11 @@ def test_roundtrip_dtypes_shards_and_blocks(tmp_path, num_shards, block_size, re
 
 def test_bfloat16_reads_as_float32(tmp_path):
     # Write the raw bfloat16 bits under dtype enum 14 and compare with torch's own bfloat16 -> float32 conversion.
-    from litebert import tf_checkpoint as tc
-
     values = torch.tensor([1.0, -2.5, 3.14159, 1e-3, 65504.0]).to(torch.bfloat16)
     raw = values.view(torch.int16).numpy().tobytes()
-    table = tc._TableWriter(262144, 16)
-    table.add(b"", tc._encode_header(1))
-    table.add(b"w", tc._encode_entry(14, (5,), 0, 0, len(raw), mask_crc(crc32c(raw))))
+    table = TableWriter(262144, 16)
+    table.add(b"", encode_header(1))
+    table.add(b"w", encode_entry(14, (5,), 0, 0, len(raw), mask_crc(crc32c(raw))))
     (tmp_path / "m.data-00000-of-00001").write_bytes(raw)
     (tmp_path / "m.index").write_bytes(table.finish())
     got = CheckpointReader(tmp_path / "m").get_tensor("w")
@@ -151,13 +151,11 @@ def test_bfloat16_reads_as_float32(tmp_path):
 
 
 def test_partitioned_variable_is_named(tmp_path):
-    from litebert import tf_checkpoint as tc
-
     raw = np.zeros(4, np.float32).tobytes()
-    entry = tc._encode_entry(1, (4,), 0, 0, len(raw), mask_crc(crc32c(raw))) + tc._pb_bytes(7, b"")
-    table = tc._TableWriter(262144, 16)
-    table.add(b"", tc._encode_header(1))
-    table.add(b"\x00slice-key", tc._encode_entry(1, (4,), 0, 0, len(raw), mask_crc(crc32c(raw))))
+    entry = encode_entry(1, (4,), 0, 0, len(raw), mask_crc(crc32c(raw))) + pb_bytes(7, b"")
+    table = TableWriter(262144, 16)
+    table.add(b"", encode_header(1))
+    table.add(b"\x00slice-key", encode_entry(1, (4,), 0, 0, len(raw), mask_crc(crc32c(raw))))
     table.add(b"bert/embeddings/word_embeddings", entry)
     (tmp_path / "m.data-00000-of-00001").write_bytes(raw)
     (tmp_path / "m.index").write_bytes(table.finish())
@@ -207,10 +205,8 @@ def test_corrupt_index(shared_data, tmp_path, damage, message):
 def test_snappy_block_is_refused_clearly(tmp_path):
     write_checkpoint(tmp_path / "m", {"x": np.ones(3, np.float32)})
     buf = bytearray((tmp_path / "m.index").read_bytes())
-    from litebert import tf_checkpoint as tc
-
     # Layout: [data block][type][crc] [metaindex block][type][crc] [index block][type][crc] [footer].
-    (metaindex_offset, _), _ = tc._read_handle(bytes(buf[-48:]), 0)
+    (metaindex_offset, _), _ = tf_bundle._read_handle(bytes(buf[-48:]), 0)
     kind = metaindex_offset - 5  # the data block's compression-type byte
     buf[kind] = 1  # snappy
     buf[kind + 1 : kind + 5] = struct.pack("<I", mask_crc(crc32c(bytes(buf[: kind + 1]))))  # keep the crc valid

@@ -109,14 +109,18 @@ def no_decay(name: str, param: torch.Tensor) -> bool:
     return param.ndim <= 1 or "norm" in lowered or "bias" in lowered
 
 
-def param_groups(model: nn.Module, weight_decay: float = 0.01) -> list[dict[str, Any]]:
+def param_groups(model: nn.Module, weight_decay: float = 0.01, untrained: tuple[str, ...] = ()
+                 ) -> list[dict[str, Any]]:
     """[decayed + adapted params, excluded params]; both groups are always present so their indices are stable.
 
-    Shared (ALBERT) and tied parameters appear once: `named_parameters` de-duplicates them.
+    Shared (ALBERT) and tied parameters appear once: `named_parameters` de-duplicates them. Parameters whose names
+    start with one of `untrained` are left out: the loss gives them zero gradients, and weight decay alone would
+    still move them (under LAMB's trust ratio a pure-decay update is a step of lr * w, which erases a tensor in a
+    few thousand steps).
     """
     decay, excluded = [], []
     for name, p in model.named_parameters():
-        if p.requires_grad:
+        if p.requires_grad and not name.startswith(untrained):
             (excluded if no_decay(name, p) else decay).append(p)
     return [
         {"params": decay, "weight_decay": weight_decay, "adapt": True, "name": "decay"},
@@ -125,14 +129,15 @@ def param_groups(model: nn.Module, weight_decay: float = 0.01) -> list[dict[str,
 
 
 def build_optimizer(model: nn.Module, name: str = "lamb", *, lr: float, weight_decay: float = 0.01,
-                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6) -> torch.optim.Optimizer:
-    """The optimizer with the two `param_groups`.
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, untrained: tuple[str, ...] = ()
+                    ) -> torch.optim.Optimizer:
+    """The optimizer with the two `param_groups` (`untrained`: name prefixes left out, see there).
 
     - "lamb": `Lamb` (official pretraining optimizer).
     - "adamw": `torch.optim.AdamW` (fused on CUDA). Note it applies Adam bias correction, unlike official.
     - "adamw_official": the official AdamWeightDecayOptimizer (no bias correction) = `Lamb` without trust ratio.
     """
-    groups = param_groups(model, weight_decay)
+    groups = param_groups(model, weight_decay, untrained)
     if name == "lamb":
         return Lamb(groups, lr=lr, betas=betas, eps=eps)
     if name == "adamw_official":

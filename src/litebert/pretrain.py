@@ -310,7 +310,10 @@ def setup(cfg: PretrainConfig) -> Run:
     if init_dir is not None:
         start_from(raw, init_dir, d.main)
     raw.to(device)
-    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # MLM only: the pooler and the SOP head get zero gradients, and left in the optimizer its weight decay would
+    # erase them (LAMB: to exactly 0), handing fine-tuning a pooler that maps every sentence to 0.
+    untrained = ("albert.pooler.", "sop.") if cfg.objective == "none" else ()
+    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay, untrained=untrained)
     scheduler = make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power)
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 

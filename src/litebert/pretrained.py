@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from litebert.config import AlbertConfig
-from litebert.convert import hf_to_ours, needs_projection, ours_to_hf
+from litebert.convert.hf_map import hf_to_ours, needs_projection, ours_to_hf
 from litebert.errors import CheckpointError, LitebertError
 from litebert.files import atomic_write
 from litebert.hub_cache import resolve_model_path

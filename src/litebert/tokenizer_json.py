@@ -5,7 +5,7 @@ and no `vocab.txt`. We turn them back into the file our tokenizers read, so toke
   in id order, which ids are special (control) or user-defined (HF's non-special added tokens), the unk id, and the
   normalizer's precompiled character map (base64 of the same bytes as the model's `precompiled_charsmap`). From
   them we write a SentencePiece `ModelProto` (the schema sentencepiece ships in `sentencepiece_model.proto`) with
-  the protobuf wire helpers of `tf_checkpoint`, so no protobuf package is needed. What the file lacks is
+  the protobuf wire helpers of `protowire`, so no protobuf package is needed. What the file lacks is
   training-only (the trainer's input, sizes, seeds): the rebuilt model encodes like the original but is not
   byte-identical to it, so its fingerprint differs from the original `spiece.model`'s.
   transformers' own normalizers in `tokenizer.json` (the ``-to-" replacement, NFKD, accent strip, lower-case) are
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from litebert.errors import TokenizerError
 from litebert.files import read_json
-from litebert.tf_checkpoint import _pb_bytes, _pb_fixed32, _pb_varint
+from litebert.protowire import pb_bytes, pb_fixed32, pb_varint
 
 TOKENIZER_JSON = "tokenizer.json"
 
@@ -83,14 +83,14 @@ def spm_model_from_unigram(data: dict, path: Path) -> bytes:
         kind = _UNKNOWN if i == unk_id else added.get(i, _NORMAL)
         if byte_fallback and _BYTE_PIECE.match(piece):
             kind = _BYTE
-        pieces.append(_pb_bytes(1, _pb_bytes(1, piece.encode("utf-8"))
-                                + _pb_fixed32(2, struct.unpack("<I", struct.pack("<f", score))[0])
-                                + _pb_varint(3, kind)))
+        pieces.append(pb_bytes(1, pb_bytes(1, piece.encode("utf-8"))
+                                + pb_fixed32(2, struct.unpack("<I", struct.pack("<f", score))[0])
+                                + pb_varint(3, kind)))
     pad = next((i for i, (p, _) in enumerate(vocab) if p == "<pad>" and added.get(i) == _CONTROL), -1)
-    trainer = (_pb_varint(3, _UNIGRAM) + _pb_varint(4, len(vocab)) + _pb_varint(35, byte_fallback)
-               + _pb_varint(40, unk_id) + _pb_varint(41, -1) + _pb_varint(42, -1) + _pb_varint(43, pad)
-               + _pb_bytes(45, vocab[unk_id][0].encode("utf-8")))
-    return b"".join(pieces) + _pb_bytes(2, trainer) + _pb_bytes(3, _normalizer_spec(data, path))
+    trainer = (pb_varint(3, _UNIGRAM) + pb_varint(4, len(vocab)) + pb_varint(35, byte_fallback)
+               + pb_varint(40, unk_id) + pb_varint(41, -1) + pb_varint(42, -1) + pb_varint(43, pad)
+               + pb_bytes(45, vocab[unk_id][0].encode("utf-8")))
+    return b"".join(pieces) + pb_bytes(2, trainer) + pb_bytes(3, _normalizer_spec(data, path))
 
 
 def _normalizer_spec(data: dict, path: Path) -> bytes:
@@ -109,8 +109,8 @@ def _normalizer_spec(data: dict, path: Path) -> bytes:
                              "model; litebert cannot rebuild it")
     dummy_prefix = metaspace.get("prepend_scheme", "always") != "never" and metaspace.get("add_prefix_space", True)
     collapse = any(s.get("type") == "WhitespaceSplit" for s in pre)
-    return (_pb_bytes(1, b"nmt_nfkc" if charsmap else b"identity") + _pb_bytes(2, charsmap)
-            + _pb_varint(3, bool(dummy_prefix)) + _pb_varint(4, collapse) + _pb_varint(5, 1))
+    return (pb_bytes(1, b"nmt_nfkc" if charsmap else b"identity") + pb_bytes(2, charsmap)
+            + pb_varint(3, bool(dummy_prefix)) + pb_varint(4, collapse) + pb_varint(5, 1))
 
 
 def _steps(node, key: str) -> list[dict]:

@@ -29,8 +29,9 @@ from hypothesis import strategies as st
 
 from harness import time_limit
 from litebert.config import AlbertConfig
-from litebert.convert import ours_to_hf
-from litebert.convert_tf import hf_to_tf_tensors, load_tf_albert
+from litebert.convert.hf_map import ours_to_hf
+from litebert.convert.tf_bundle import CheckpointReader
+from litebert.convert.tf_map import load_tf_albert
 from litebert.data.corpus import CorpusReader, read_documents
 from litebert.data.ner import read_conll
 from litebert.data.race import read_race
@@ -39,7 +40,7 @@ from litebert.data.tasks import get_task, read_examples
 from litebert.errors import LitebertError
 from litebert.model import AlbertForPreTraining
 from litebert.pretrained import load_tensors, save_pretrained
-from litebert.tf_checkpoint import CheckpointReader, write_checkpoint
+from tf_fixtures import TableWriter, encode_entry, encode_header, hf_to_tf_tensors, write_checkpoint
 
 # Cases per reader; LITEBERT_FUZZ_EXAMPLES=5000 for a deep run (CI uses the default).
 FUZZ = settings(max_examples=int(os.environ.get("LITEBERT_FUZZ_EXAMPLES", "150")), deadline=None, database=None,
@@ -380,17 +381,15 @@ def test_tf_checkpoint_bytes(fuzz_count, fuzz_dir, tiny_tf_tensors, data):
     "size": st.integers(-(2**63), 2**63 - 1) | st.integers(0, 64)}), verify=st.booleans())
 def test_tf_checkpoint_entries(fuzz_count, fuzz_dir, entry, verify):
     """Index entries with any dtype, shape, shard, offset and size (negative, huge), over a 64-byte data file."""
-    from litebert.tf_checkpoint import _encode_entry, _encode_header, _TableWriter
-
     fuzz_count("TF checkpoint entries")
     folder = fuzz_dir / "tf-entries"
     folder.mkdir(exist_ok=True)
     prefix = folder / "model.ckpt"
     (folder / "model.ckpt.data-00000-of-00001").write_bytes(bytes(range(64)))
-    table = _TableWriter(262144, 16)
-    table.add(b"", _encode_header(1))
-    table.add(b"bert/x", _encode_entry(entry["dtype"], tuple(entry["shape"]), entry["shard"], entry["offset"],
-                                       entry["size"], 0))
+    table = TableWriter(262144, 16)
+    table.add(b"", encode_header(1))
+    table.add(b"bert/x", encode_entry(entry["dtype"], tuple(entry["shape"]), entry["shard"], entry["offset"],
+                                      entry["size"], 0))
     index = folder / "model.ckpt.index"
     index.write_bytes(table.finish())
     reads_or_fails_cleanly(lambda: CheckpointReader(prefix, verify=verify).read_all(), index, "model.ckpt")

@@ -24,8 +24,8 @@ import torch
 import litebert
 from harness import pretrain_args
 from litebert.cli import main as cli_main
+from litebert.convert import load_hf_albert
 from litebert.errors import LitebertError
-from litebert.interop import load_hf_albert
 from litebert.model import AlbertForPreTraining
 
 

@@ -37,7 +37,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from litebert.ablate import AblateConfig, ablate
+    from litebert.lab.ablate import AblateConfig, ablate
     from litebert.errors import ConfigError
 
     if args.suite != "scale" and not args.corpus:

@@ -28,7 +28,7 @@ def run(args) -> int:
 
     import torch
 
-    from litebert.bench import quick_bench
+    from litebert.lab.bench import quick_bench
     from litebert.config import AlbertConfig
     from litebert.device import pick_device
     from litebert.errors import ConfigError

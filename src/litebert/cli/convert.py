@@ -2,10 +2,9 @@
 
 from litebert.cli._common import add_command
 
-SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
-
 
 def register(sub) -> None:
+    from litebert.convert import HEADS, SOURCES
     from litebert.export import TASKS
 
     c = add_command(sub, "convert", "convert a TF / TF-Hub / albert_zh checkpoint or a Hugging Face ALBERT dir "
@@ -21,7 +20,7 @@ def register(sub) -> None:
     c.add_argument("--config", help="official albert_config.json (default: the one beside the checkpoint)")
     c.add_argument("--vocab", help="tokenizer file: SentencePiece *.model or WordPiece vocab.txt "
                                    "(default: the one beside the checkpoint)")
-    c.add_argument("--head", choices=("auto", "multiple-choice"), default="auto",
+    c.add_argument("--head", choices=HEADS, default="auto",
                    help="multiple-choice: a TF checkpoint's one-row output_weights is the official run_race head "
                         "(default: auto, from the tensor names)")
     c.set_defaults(func=run_convert)
@@ -48,7 +47,7 @@ def register(sub) -> None:
 
 
 def run_convert(args) -> int:
-    from litebert.interop import convert_checkpoint
+    from litebert.convert import convert_checkpoint
 
     report = convert_checkpoint(args.src, args.out, source=args.source, allow_unused=args.allow_unused,
                                 config=args.config, vocab=args.vocab, head=args.head)

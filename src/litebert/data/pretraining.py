@@ -3,8 +3,10 @@
 The semantics are those of the official `create_pretraining_data.py` (see reference/anchors-mission.md 2.4), made
 per epoch instead of `dupe_factor` static copies, with its defects fixed:
 
-* every random choice comes from a numpy Generator seeded with SeedSequence((seed, stream, epoch, index)), the n-gram
-  length included (official: unseeded global numpy RNG), so example `index` of epoch `e` is a pure function;
+* every random choice of example `index` in epoch `e`, the n-gram length included (official: unseeded global numpy
+  RNG), is a counter-based draw keyed by (seed, stream, epoch, index) (litebert.data.draws), so the example is a
+  pure function of them, whichever batch, worker or rank builds it; a batch is built with numpy over all its
+  examples at once (PretrainingDataset.examples, which a DataLoader calls through __getitems__);
 * the "skip if covered" check really skips (official: a `continue` in an inner loop, a no-op);
 * whole words come from the store's word-start flags (tokenizer.word_start_mask()), not from a Latin-only rule;
 * random replacement tokens never include control/special ids.
@@ -33,14 +35,16 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, NamedTuple, Sequence, Sized
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from litebert.data import draws
 from litebert.data.store import StoreSplit, TokenStore
 from litebert.errors import ConfigError, CorpusError, TrainingError
 
@@ -51,6 +55,8 @@ MASK_UNITS = ("word", "token")
 IGNORE_LABEL = -100  # sop_label when objective="none" (ignored by cross-entropy)
 # Stream tags keep the independent random streams apart (they sit before epoch/index in the entropy).
 _CHUNK_STREAM, _EXAMPLE_STREAM, _SAMPLER_STREAM = 1, 2, 3
+# Slots of an example's draws (litebert.data.draws): each kind of choice has its own counter space.
+_PAIR_DRAWS, _TRUNCATE_A, _TRUNCATE_B, _NGRAM_DRAW, _WORD_ORDER, _MASK_ROLL, _MASK_TOKEN = range(1, 8)
 
 
 def make_rng(*keys: int) -> np.random.Generator:
@@ -106,16 +112,18 @@ def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_toke
 # Truncation and n-gram masking
 
 
-def truncation_counts(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
+def truncation_counts(len_a, len_b, max_num_tokens: int):
     """Tokens the official truncate_seq_pair removes from A and B: always from the longer, B on ties.
-    (Which end each token leaves from is a coin flip per token, i.e. Binomial(k, 1/2) from the front.)"""
-    excess = len_a + len_b - max_num_tokens
-    if excess <= 0:
-        return 0, 0
-    first = min(excess, abs(len_a - len_b))  # until both have the same length
-    remove_a, remove_b = (first, 0) if len_a > len_b else (0, first)
+    (Which end each token leaves from is a coin flip per token, i.e. Binomial(k, 1/2) from the front.)
+    Ints give a pair of ints; arrays of lengths give a pair of arrays (elementwise)."""
+    len_a, len_b = np.asarray(len_a), np.asarray(len_b)
+    excess = np.maximum(len_a + len_b - max_num_tokens, 0)
+    first = np.minimum(excess, np.abs(len_a - len_b))  # until both have the same length
     rest = excess - first  # then alternately, starting with B
-    return remove_a + rest // 2, remove_b + (rest + 1) // 2
+    a_longer = len_a > len_b
+    remove_a = np.where(a_longer, first, 0) + rest // 2
+    remove_b = np.where(a_longer, 0, first) + (rest + 1) // 2
+    return (int(remove_a), int(remove_b)) if remove_a.ndim == 0 else (remove_a, remove_b)
 
 
 def ngram_probabilities(max_ngram: int, favor_shorter: bool = True) -> np.ndarray:
@@ -125,76 +133,125 @@ def ngram_probabilities(max_ngram: int, favor_shorter: bool = True) -> np.ndarra
     return p if favor_shorter else p[::-1].copy()
 
 
+def draw_ngram_lengths(u: np.ndarray, avail: np.ndarray, pvals: np.ndarray) -> np.ndarray:
+    """[W] n per candidate word by inverse CDF from uniforms u [W], with p(n) restricted to n <= avail [W]."""
+    csum = np.cumsum(pvals)  # [N]
+    return 1 + np.searchsorted(csum[:-1], u * csum[np.asarray(avail) - 1], side="right")
+
+
+_ONES = [b"\x01" * n for n in range(64)]  # covered[k : k + n] = _ONES[n]
+
+
+def greedy_spans(order: Sequence[int], drawn: Sequence[int], starts: Sequence[int], ends: Sequence[int],
+                 budget: int, covered: bytearray, spans: list[int]) -> None:
+    """The official greedy n-gram selection: appends first word, used n of each chosen span to `spans` (flat).
+
+    Candidates are visited in `order`; each has its drawn n; n backs off while the span would exceed the budget;
+    spans that touch a covered word are skipped. Word k covers tokens [starts[k], ends[k]); covered (one byte per
+    word) is updated in place. Plain lists: this loop runs once per candidate, where numpy calls cost more.
+    """
+    used = 0
+    for k in order:
+        if covered[k]:  # the official check meant to do this, but its `continue` only left an inner loop
+            continue
+        n, start = drawn[k], starts[k]
+        end = ends[k + n - 1]
+        while n > 1 and used + end - start > budget:
+            n -= 1  # back off to a shorter n-gram that fits the budget
+            end = ends[k + n - 1]
+        if used + end - start > budget or (n > 1 and any(covered[k + 1 : k + n])):
+            continue
+        covered[k : k + n] = _ONES[n]
+        used += end - start
+        spans += (k, n)
+        if used >= budget:
+            break
+
+
 def choose_ngram_spans(word_pos: Sequence[int], word_end: Sequence[int], avail: np.ndarray, budget: int,
                        pvals: np.ndarray, rng: np.random.Generator) -> list[tuple[int, int, int]]:
-    """Official n-gram selection over whole words. Returns (first word, drawn n, used n) per chosen span.
+    """Official n-gram selection over the whole words of one sequence, drawing from a numpy Generator. Returns
+    (first word, drawn n, used n) per chosen span.
 
     Word k covers tokens [word_pos[k], word_end[k]). Candidates are visited in random order; each draws n with
-    p(n) restricted to n <= avail[k] (words left in its segment); n backs off while the span would exceed the
-    budget; spans that touch a covered word are skipped.
+    p(n) restricted to n <= avail[k] (words left in its segment); then greedy_spans.
     """
     num_words = len(word_pos)
     order = rng.permutation(num_words).tolist()
-    csum = np.cumsum(pvals)  # [N]
-    scaled = rng.random(num_words) * csum[np.asarray(avail) - 1]  # inverse-CDF draw of n for every candidate
-    drawn = (1 + (scaled[:, None] >= csum[None, :-1]).sum(axis=1)).tolist()  # [W]
-    starts, ends = list(word_pos), list(word_end)
-    covered = [False] * num_words
-    spans, used = [], 0
-    for k in order:
-        if used >= budget:
-            break
-        if covered[k]:  # the official check meant to do this, but its `continue` only left an inner loop
-            continue
-        n = drawn[k]
-        while n > 1 and used + ends[k + n - 1] - starts[k] > budget:
-            n -= 1  # back off to a shorter n-gram that fits the budget
-        size = ends[k + n - 1] - starts[k]
-        if used + size > budget or any(covered[k : k + n]):
-            continue
-        covered[k : k + n] = [True] * n
-        used += size
-        spans.append((k, drawn[k], n))
-    return spans
+    drawn = draw_ngram_lengths(rng.random(num_words), avail, pvals).tolist()  # [W]
+    spans: list[int] = []
+    greedy_spans(order, drawn, list(word_pos), list(word_end), budget, bytearray(num_words), spans)
+    return [(k, drawn[k], n) for k, n in zip(spans[::2], spans[1::2])]
 
 
 @dataclass
 class Masked:
-    input_ids: np.ndarray  # [L] with [MASK] / random / kept tokens at the masked positions
-    positions: np.ndarray  # [M] sorted
+    input_ids: np.ndarray  # [T] the sequences, concatenated, with [MASK] / random / kept tokens where masked
+    positions: np.ndarray  # [M] sorted masked positions in the concatenation
     labels: np.ndarray  # [M] the original ids there
-    spans: list  # (first word, drawn n, used n) per span, for tests and diagnostics
+    example: np.ndarray  # [M] the sequence each masked position belongs to
+    slot: np.ndarray  # [M] its rank among that sequence's masked positions
+
+
+def mask_batch(ids: np.ndarray, unit_starts: np.ndarray, maskable: np.ndarray, offsets: np.ndarray,
+               budgets: np.ndarray, pvals: np.ndarray, mask_id: int, replacement_ids: np.ndarray,
+               keys: np.ndarray) -> Masked:
+    """N-gram whole-word masking of B sequences at once, then 80% [MASK] / 10% random non-special token / 10% kept.
+
+    ids, unit_starts, maskable: [T], the sequences concatenated; sequence b is [offsets[b], offsets[b + 1]) and
+    starts and ends with a non-maskable token ([CLS] ... [SEP]). A masked span starts at a flagged token or at the
+    first token of a segment; the non-maskable positions separate segments and are never masked. budgets [B]:
+    tokens to mask per sequence. keys [B]: each sequence's random stream (draws.stream_keys), so a sequence's
+    masks do not depend on the other sequences of the batch. Only the greedy span choice loops in Python.
+    """
+    total = len(ids)
+    boundary = ~maskable  # [T]
+    segment_start = np.empty_like(maskable)
+    segment_start[:1], segment_start[1:] = True, boundary[:-1]
+    unit_start = maskable & (unit_starts | segment_start)  # [T]
+    bounds = np.flatnonzero(unit_start | boundary)
+    first = np.flatnonzero(unit_start[bounds])  # indices into bounds of word starts
+    word_pos = bounds[first]  # [W] first token of each word
+    word_end = np.append(bounds, total)[first + 1]  # [W] the next word start or special token
+    segment = np.cumsum(boundary)[word_pos]  # [W] segment number of each word (segments never cross sequences)
+    last_in_segment = np.searchsorted(segment, segment, side="right") - 1
+    avail = np.minimum(len(pvals), last_in_segment - np.arange(len(word_pos)) + 1)  # [W] words left for an n-gram
+    owner = np.searchsorted(offsets, word_pos, side="right") - 1  # [W] sequence of each word
+    word_first = np.searchsorted(owner, np.arange(len(offsets)))  # [B + 1] each sequence's first word
+    counter = np.arange(len(word_pos)) - word_first[owner]  # [W] word number within its sequence
+    word_keys = keys[owner]
+    drawn = draw_ngram_lengths(draws.uniform(word_keys, _NGRAM_DRAW, counter), avail, pvals)  # [W]
+    # [W] words by sequence, shuffled within it: sorted on (sequence, 32 random bits). numpy's default sort is
+    # deterministic; two equal keys (same sequence and bits, p ~ W^2 / 2^33 per sequence) just keep one order.
+    order = np.argsort((owner.astype(np.uint64) << np.uint64(32)) | (draws.bits(word_keys, _WORD_ORDER, counter)
+                                                                     >> np.uint64(32)))
+    order_l, drawn_l, starts_l, ends_l = order.tolist(), drawn.tolist(), word_pos.tolist(), word_end.tolist()
+    bounds_l, covered, chosen = word_first.tolist(), bytearray(len(word_pos)), []
+    for b, budget in enumerate(budgets.tolist()):
+        greedy_spans(order_l[bounds_l[b] : bounds_l[b + 1]], drawn_l, starts_l, ends_l, budget, covered, chosen)
+    k, n = np.array(chosen, dtype=np.int64).reshape(-1, 2).T  # [S] first word and length of each span
+    span_start, span_len = word_pos[k], word_end[k + n - 1] - word_pos[k]
+    positions = np.sort(np.repeat(span_start - (np.cumsum(span_len) - span_len), span_len)
+                        + np.arange(span_len.sum()))  # [M]
+    example = np.searchsorted(offsets, positions, side="right") - 1  # [M]
+    slot = np.arange(len(positions)) - np.searchsorted(example, example)  # [M]
+    labels = ids[positions]
+    position_keys = keys[example]
+    roll = draws.uniform(position_keys, _MASK_ROLL, slot)
+    random_tokens = replacement_ids[draws.below(draws.uniform(position_keys, _MASK_TOKEN, slot),
+                                                len(replacement_ids))]
+    out = ids.copy()
+    out[positions] = np.where(roll < 0.8, mask_id, np.where(roll < 0.9, labels, random_tokens))
+    return Masked(out, positions, labels, example, slot)
 
 
 def mask_sequence(ids: np.ndarray, word_starts: np.ndarray, maskable: np.ndarray, num_to_predict: int,
                   pvals: np.ndarray, mask_id: int, replacement_ids: np.ndarray,
                   rng: np.random.Generator) -> Masked:
-    """N-gram whole-word masking of one sequence, then 80% [MASK] / 10% random non-special token / 10% kept.
-
-    ids, word_starts, maskable: [L]. A word starts at a flagged token or at the first token of a segment; the
-    non-maskable positions ([CLS], [SEP]) separate segments and are never masked.
-    """
-    boundary = ~maskable  # [L]
-    segment_start = np.empty_like(maskable)
-    segment_start[0], segment_start[1:] = True, boundary[:-1]
-    unit_start = maskable & (word_starts | segment_start)  # [L]
-    bounds = np.flatnonzero(unit_start | boundary)
-    first = np.flatnonzero(unit_start[bounds])  # indices into bounds of word starts
-    word_pos = bounds[first]  # [W] first token of each word
-    word_end = np.append(bounds, len(ids))[first + 1]  # [W] the next word start or special token
-    segment = np.cumsum(boundary)[word_pos]  # [W] segment number of each word
-    last_in_segment = np.searchsorted(segment, segment, side="right") - 1
-    avail = np.minimum(len(pvals), last_in_segment - np.arange(len(word_pos)) + 1)
-    word_pos, word_end = word_pos.tolist(), word_end.tolist()
-    spans = choose_ngram_spans(word_pos, word_end, avail, num_to_predict, pvals, rng)
-    positions = np.array(sorted(p for k, _, n in spans for p in range(word_pos[k], word_end[k + n - 1])),
-                         dtype=np.int64)
-    labels = ids[positions]
-    roll = rng.random(len(positions))
-    random_tokens = replacement_ids[rng.integers(0, len(replacement_ids), len(positions))]
-    out = ids.copy()
-    out[positions] = np.where(roll < 0.8, mask_id, np.where(roll < 0.9, labels, random_tokens))
-    return Masked(out, positions, labels, spans)
+    """mask_batch for one sequence (ids, word_starts, maskable: [L]), its random stream keyed from rng."""
+    keys = np.array([rng.integers(0, 1 << 63)], dtype=np.uint64)
+    return mask_batch(ids, word_starts, maskable, np.array([0, len(ids)]), np.array([num_to_predict]), pvals,
+                      mask_id, replacement_ids, keys)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -296,120 +353,193 @@ class PretrainingDataset(Dataset):
     def __getitem__(self, index: int) -> dict:
         return self.example(index)
 
+    def __getitems__(self, indices: Sequence[int]) -> "ExampleBatch":
+        """A DataLoader's whole batch at once (torch calls this instead of __getitem__ per index)."""
+        return self.examples(indices)
+
     @property
     def collate_fn(self):
         """collate_pretraining with this store's pad id."""
         return partial(collate_pretraining, pad_id=self.pad_id)
 
-    # -- one example -----------------------------------------------------------------------------------------------
+    # -- examples --------------------------------------------------------------------------------------------------
     def example(self, index: int, *, epoch: int | None = None, swap: bool | None = None) -> dict:
         """Example `index` of `epoch` (default: the current one). swap=True/False forces the SOP swap coin
         (every other random choice stays the same), for tests and inspection; it has no effect on a
         single-sentence chunk under single_sentence="random_document" (always a random B, label 1)."""
+        return self.examples([index], epoch=epoch, swap=swap)[0]
+
+    def examples(self, indices: Sequence[int] | np.ndarray, *, epoch: int | None = None,
+                 swap: bool | None = None) -> "ExampleBatch":
+        """Examples `indices` of `epoch`, built together: numpy over the batch, one store read, one masking pass.
+
+        Every random choice of example i is a draw from its own counter-based stream keyed by (seed, epoch, i)
+        (litebert.data.draws), so an example is the same whatever batch, worker or rank builds it.
+        """
         epoch = self.epoch if epoch is None else int(epoch)
         chunks = self.chunk_index(epoch)
-        if not 0 <= index < len(chunks):
-            raise IndexError(f"example {index} out of range: epoch {epoch} has {len(chunks)}")
-        rng = make_rng(self.seed, _EXAMPLE_STREAM, epoch, index)
-        s0, s1, target = int(chunks.starts[index]), int(chunks.ends[index]), int(chunks.targets[index])
-        ids, ws = self.split.tokens(s0, s1), self.split.word_starts(s0, s1)  # [C]
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)  # [B]
+        bad = idx[(idx < 0) | (idx >= len(chunks))]
+        if len(bad):
+            raise IndexError(f"example {int(bad[0])} out of range: epoch {epoch} has {len(chunks)}")
+        keys = draws.stream_keys((self.seed, _EXAMPLE_STREAM, epoch), idx)  # [B]
+        s0, s1 = chunks.starts[idx], chunks.ends[idx]  # [B] the chunk's sentences
+        t0, t1 = self._cum[s0], self._cum[s1]  # [B] and its tokens (positions in the split)
         if self.objective == "none":
-            (ids, ws), = self._truncate([(ids, ws)], rng)
-            return self._finish([ids], [ws], IGNORE_LABEL, rng)
+            remove = np.maximum(t1 - t0 - self.max_num_tokens, 0)
+            front = draws.binomial_half(keys, _TRUNCATE_A, remove)  # each removed token leaves front or back 50/50
+            return self._finish(keys, [(t0 + front, t1 - (remove - front))], np.full(len(idx), IGNORE_LABEL))
 
-        num_sentences = s1 - s0
-        a_end = int(rng.integers(1, num_sentences)) if num_sentences >= 2 else 1
-        coin = rng.random() < 0.5  # SOP: swap; NSP: B from a random document
-        cut = int(self._cum[s0 + a_end] - self._cum[s0])
-        label = 0
-        if num_sentences == 1 and self.single_sentence == "split" and self.objective == "sop" and len(ids) >= 2:
-            cut = self._random_word_cut(ws, rng)
-            num_sentences = 2  # now an ordinary pair
-        a, b = (ids[:cut], ws[:cut]), (ids[cut:], ws[cut:])
-        if num_sentences == 1 or (self.objective == "nsp" and coin):
-            b = self._random_segment(s0, target - cut, rng)
-            label = 1
-        a, b = self._truncate([a, b], rng)
-        if self.objective == "sop" and num_sentences >= 2 and (coin if swap is None else swap):
-            a, b, label = b, a, 1
-        return self._finish([a[0], b[0]], [a[1], b[1]], label, rng)
+        u = draws.uniform(keys[:, None], _PAIR_DRAWS, np.arange(5))  # [B, 5] A's end, coin, doc, B's start, cut
+        num_sentences = s1 - s0  # [B]
+        a_end = np.where(num_sentences >= 2, 1 + draws.below(u[:, 0], np.maximum(num_sentences - 1, 1)), 1)
+        coin = u[:, 1] < 0.5  # SOP: swap; NSP: B from a random document
+        cut = self._cum[s0 + a_end] - t0  # [B] tokens in A
+        if self.single_sentence == "split" and self.objective == "sop":
+            split = (num_sentences == 1) & (t1 - t0 >= 2)
+            for r in np.flatnonzero(split).tolist():  # rare: only one-sentence chunks
+                cut[r] = self._random_word_cut(int(s0[r]), u[r, 4])
+            num_sentences = np.where(split, 2, num_sentences)  # now ordinary pairs
+        a = [t0, t0 + cut]
+        b = [t0 + cut, t1.copy()]
+        random_b = (num_sentences == 1) | (coin & (self.objective == "nsp"))
+        label = random_b.astype(np.int64)
+        if random_b.any():
+            r = np.flatnonzero(random_b)
+            b[0][r], b[1][r] = self._random_segments(s0[r], chunks.targets[idx[r]] - cut[r], u[r, 2], u[r, 3])
+        remove_a, remove_b = truncation_counts(a[1] - a[0], b[1] - b[0], self.max_num_tokens)
+        front_a = draws.binomial_half(keys, _TRUNCATE_A, remove_a)  # each removed token leaves front or back 50/50
+        front_b = draws.binomial_half(keys, _TRUNCATE_B, remove_b)
+        a = (a[0] + front_a, a[1] - (remove_a - front_a))
+        b = (b[0] + front_b, b[1] - (remove_b - front_b))
+        if self.objective == "sop":
+            swapped = (num_sentences >= 2) & (coin if swap is None else bool(swap))
+            a, b = (tuple(np.where(swapped, y, x) for x, y in zip(a, b)),
+                    tuple(np.where(swapped, x, y) for x, y in zip(a, b)))
+            label = np.where(swapped, 1, label)
+        return self._finish(keys, [a, b], label)
 
-    def _random_word_cut(self, ws: np.ndarray, rng: np.random.Generator) -> int:
-        """A cut point in [1, len-1], at a word start when the sentence has one there."""
+    def _random_word_cut(self, sentence: int, u: float) -> int:
+        """A cut point in [1, len-1] of a one-sentence chunk, at a word start when the sentence has one there."""
+        ws = self.split.word_starts(sentence)
         starts = np.flatnonzero(ws[1:]) + 1
-        return int(starts[rng.integers(len(starts))]) if len(starts) else int(rng.integers(1, len(ws)))
+        return int(starts[draws.below(u, len(starts))]) if len(starts) else 1 + int(draws.below(u, len(ws) - 1))
 
-    def _random_segment(self, s0: int, target_len: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Official random-next B: a random other document, from a random sentence, until >= target_len tokens."""
+    def _random_segments(self, s0: np.ndarray, target_len: np.ndarray, u_doc: np.ndarray,
+                         u_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Official random-next B, per row: a random other document, from a random sentence, until >= target_len
+        tokens. Returns its token range (start, stop) [R] in the split."""
         num_docs = len(self._docs) - 1
-        doc = int(np.searchsorted(self._docs, s0, side="right")) - 1
+        doc = np.searchsorted(self._docs, s0, side="right") - 1  # [R] the chunk's own document
         if num_docs > 1:
-            other = int(rng.integers(0, num_docs - 1))
+            other = draws.below(u_doc, num_docs - 1)
             doc = other + (other >= doc)
-        d0, d1 = int(self._docs[doc]), int(self._docs[doc + 1])
-        b0 = int(rng.integers(d0, d1))
-        b1 = int(np.searchsorted(self._cum, self._cum[b0] + target_len, side="left"))
-        b1 = min(max(b1, b0 + 1), d1)
-        return self.split.tokens(b0, b1), self.split.word_starts(b0, b1)
+        d0, d1 = self._docs[doc], self._docs[doc + 1]
+        b0 = d0 + draws.below(u_start, d1 - d0)
+        b1 = np.searchsorted(self._cum, self._cum[b0] + target_len, side="left")
+        b1 = np.minimum(np.maximum(b1, b0 + 1), d1)
+        return self._cum[b0], self._cum[b1]
 
-    def _truncate(self, segments: list, rng: np.random.Generator) -> list:
-        """Cut the segments to max_num_tokens in total; each removed token leaves from the front or back 50/50."""
-        lengths = [len(s[0]) for s in segments]
-        if len(segments) == 2:
-            counts = truncation_counts(lengths[0], lengths[1], self.max_num_tokens)
-        else:
-            counts = (max(0, lengths[0] - self.max_num_tokens),)
-        out = []
-        for (ids, ws), n, k in zip(segments, lengths, counts):
-            front = int(rng.binomial(k, 0.5)) if k else 0
-            out.append((ids[front : n - (k - front)], ws[front : n - (k - front)]))
-        return out
+    def _finish(self, keys: np.ndarray, segments: list, label: np.ndarray) -> "ExampleBatch":
+        """[CLS] A [SEP] (B [SEP]) per example from the segments' token ranges (start, stop) [B], token types,
+        then masking; pads the prediction slots to P."""
+        count, pieces = len(keys), 2 * len(segments) + 1  # B; [CLS], A, [SEP], (B, [SEP])
+        piece_len = np.ones((count, pieces), np.int64)  # [B, pieces]
+        piece_src = np.full((count, pieces), -1, np.int64)  # first token's position in the split; -1: special
+        for i, (start, stop) in enumerate(segments):
+            piece_len[:, 2 * i + 1], piece_src[:, 2 * i + 1] = stop - start, start
+        lengths = piece_len.sum(axis=1)  # [B] L per example
+        offsets = np.concatenate([[0], np.cumsum(lengths)])  # [B + 1]
+        piece_len = piece_len.ravel()
+        piece = np.repeat(np.arange(len(piece_len)), piece_len)  # [T] piece of each token
+        within = np.arange(int(offsets[-1])) - np.repeat(np.cumsum(piece_len) - piece_len, piece_len)  # [T]
+        src = piece_src.ravel()[piece]  # [T]
+        maskable = src >= 0  # [T] segment tokens; [CLS]/[SEP] are not
+        column = piece % pieces  # [T] 0: [CLS], 1: A, 2: [SEP], 3: B, 4: [SEP]
+        ids = np.where(column == 0, self.cls_id, self.sep_id).astype(np.int64)  # [T]
+        flags = np.ones(len(ids), bool)  # [T] word starts (specials: True)
+        ids[maskable], flags[maskable] = self.split.gather(src[maskable] + within[maskable])
+        budgets = np.minimum(self.max_predictions, np.maximum(1, np.rint(lengths * self.masked_lm_prob)))
+        units = flags if self.mask_unit == "word" else np.ones(len(ids), bool)  # where a masked span may start
+        m = mask_batch(ids, units, maskable, offsets, budgets.astype(np.int64), self.pvals, self.mask_id,
+                       self.replacement_ids, keys)
+        positions = np.zeros((count, self.max_predictions), np.int64)  # [B, P]
+        labels = np.zeros((count, self.max_predictions), np.int64)
+        weights = np.zeros((count, self.max_predictions), np.float32)
+        positions[m.example, m.slot] = m.positions - offsets[m.example]
+        labels[m.example, m.slot], weights[m.example, m.slot] = m.labels, 1.0
+        return ExampleBatch(m.input_ids, (column >= 3).astype(np.int64), flags, offsets, positions, labels, weights,
+                            np.asarray(label, np.int64))
 
-    def _finish(self, segments: list, word_starts: list, label: int, rng: np.random.Generator) -> dict:
-        """[CLS] A [SEP] (B [SEP]), token types, then masking; pads the prediction slots to P."""
-        length = 1 + sum(len(seg) + 1 for seg in segments)  # L
-        ids = np.empty(length, np.int64)  # [L]
-        flags = np.ones(length, bool)  # [L] word starts (specials: True)
-        maskable = np.zeros(length, bool)  # [L]
-        token_type_ids = np.zeros(length, np.int64)
-        ids[0] = self.cls_id
-        pos = 1
-        for i, (seg, ws) in enumerate(zip(segments, word_starts)):
-            end = pos + len(seg)
-            ids[pos:end], flags[pos:end], maskable[pos:end] = seg, ws, True
-            ids[end] = self.sep_id
-            token_type_ids[pos : end + 1] = i
-            pos = end + 1
-        num_to_predict = min(self.max_predictions, max(1, int(round(length * self.masked_lm_prob))))
-        units = flags if self.mask_unit == "word" else np.ones(length, bool)  # [L] where a masked span may start
-        m = mask_sequence(ids, units, maskable, num_to_predict, self.pvals, self.mask_id, self.replacement_ids, rng)
-        count = len(m.positions)
-        positions, labels = np.zeros(self.max_predictions, np.int64), np.zeros(self.max_predictions, np.int64)
-        weights = np.zeros(self.max_predictions, np.float32)
-        positions[:count], labels[:count], weights[:count] = m.positions, m.labels, 1.0
+
+class ExampleBatch(Sequence):
+    """B pretraining examples stored concatenated (what PretrainingDataset.examples / __getitems__ return).
+
+    batch[b] is example b's dict (views); collate() pads all of them into tensors at once. input_ids,
+    token_type_ids, word_starts: [T], the B sequences concatenated, example b at [offsets[b], offsets[b + 1]);
+    masked_positions, masked_ids, masked_weights: [B, P]; sop_labels: [B].
+    """
+
+    def __init__(self, input_ids, token_type_ids, word_starts, offsets, masked_positions, masked_ids,
+                 masked_weights, sop_labels):
+        self.input_ids, self.token_type_ids, self.word_starts = input_ids, token_type_ids, word_starts
+        self.offsets, self.sop_labels = offsets, sop_labels
+        self.masked_positions, self.masked_ids, self.masked_weights = masked_positions, masked_ids, masked_weights
+
+    def __len__(self) -> int:
+        return len(self.sop_labels)
+
+    def __getitem__(self, b: int) -> dict:
+        if not -len(self) <= b < len(self):
+            raise IndexError(f"example {b} of a batch of {len(self)}")
+        b %= len(self)
+        lo, hi = int(self.offsets[b]), int(self.offsets[b + 1])
         return {
-            "input_ids": m.input_ids,
-            "token_type_ids": token_type_ids,
-            "attention_mask": np.ones(length, np.int64),
-            "masked_positions": positions,
-            "masked_ids": labels,
-            "masked_weights": weights,
-            "sop_label": label,
-            "word_starts": flags,  # [L] the store's word boundaries (for `data inspect` and tests)
+            "input_ids": self.input_ids[lo:hi],  # [L]
+            "token_type_ids": self.token_type_ids[lo:hi],
+            "attention_mask": np.ones(hi - lo, np.int64),
+            "masked_positions": self.masked_positions[b],  # [P]
+            "masked_ids": self.masked_ids[b],
+            "masked_weights": self.masked_weights[b],
+            "sop_label": int(self.sop_labels[b]),
+            "word_starts": self.word_starts[lo:hi],  # [L] the store's word boundaries (for `data inspect` and tests)
         }
+
+    def collate(self, pad_to: int | None = None, pad_id: int = 0) -> dict:
+        """collate_pretraining's tensors, scattered in one go from the concatenated sequences."""
+        lengths = np.diff(self.offsets)  # [B]
+        length = _padded_length(int(lengths.max()) if len(lengths) else 0, pad_to)
+        row = np.repeat(np.arange(len(lengths)), lengths)  # [T]
+        col = np.arange(len(self.input_ids)) - self.offsets[row]  # [T]
+        batch = {}
+        for key, values, fill in (("input_ids", self.input_ids, pad_id), ("token_type_ids", self.token_type_ids, 0),
+                                  ("attention_mask", 1, 0)):
+            out = np.full((len(lengths), length), fill, dtype=np.int64)  # [B, L]
+            out[row, col] = values
+            batch[key] = torch.from_numpy(out)
+        for key in ("masked_positions", "masked_ids", "masked_weights"):
+            batch[key] = torch.from_numpy(getattr(self, key))
+        batch["sop_labels"] = torch.from_numpy(self.sop_labels)
+        return batch
+
+
+def _padded_length(longest: int, pad_to: int | None) -> int:
+    if pad_to is None:
+        return longest
+    if pad_to < longest:
+        raise ConfigError(f"pad_to={pad_to} is shorter than the longest example ({longest} tokens)")
+    return pad_to
 
 
 def collate_pretraining(examples: Sequence[dict], pad_to: int | None = None, pad_id: int = 0) -> dict:
     """Stack examples into torch tensors, padding sequences to the longest in the batch (or to pad_to).
 
     Returns input_ids, token_type_ids, attention_mask [B, L]; masked_positions, masked_ids, masked_weights [B, P];
-    sop_labels [B].
+    sop_labels [B]. An ExampleBatch (what the dataset's __getitems__ gives a DataLoader) is padded without a loop.
     """
-    length = max(len(e["input_ids"]) for e in examples)
-    if pad_to is not None:
-        if pad_to < length:
-            raise ConfigError(f"pad_to={pad_to} is shorter than the longest example ({length} tokens)")
-        length = pad_to
+    if isinstance(examples, ExampleBatch):
+        return examples.collate(pad_to, pad_id)
+    length = _padded_length(max(len(e["input_ids"]) for e in examples), pad_to)
     batch = {}
     for key, fill in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0)):
         out = np.full((len(examples), length), fill, dtype=np.int64)  # [B, L]

@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from litebert.data.corpus import Chunk, CorpusReader, split_sentences
+from litebert.data.draws import GOLDEN, mix64, to_unit
 from litebert.errors import CorpusError, OutputError, TokenizerError
 from litebert.files import (DISK_ERRNOS, OutputLock, check_output, disk_error, fsync_dir, pid_alive, reason,
                             sha256_file)
@@ -55,12 +56,8 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 def _unit_hash(seed: int, keys: np.ndarray) -> np.ndarray:
     """A uniform float in [0, 1) per key, from splitmix64(seed, key): stateless, so it suits streaming."""
-    with np.errstate(over="ignore"):
-        x = keys.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    offset = (seed * GOLDEN + 0x632BE59BD9B4E019) & ((1 << 64) - 1)
+    return to_unit(mix64(keys.astype(np.uint64) + np.uint64(offset)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -687,6 +684,29 @@ class StoreSplit:
         maps, t0, t1 = self._locate(start, start + 1 if end is None else end)
         packed = maps[_WORD_STARTS][t0 >> 3 : (t1 + 7) >> 3]
         return np.unpackbits(packed)[t0 & 7 : (t0 & 7) + t1 - t0].astype(bool)
+
+    @cached_property
+    def token_base(self) -> np.ndarray:
+        """[K + 1] position of each shard's first token in the split's running token count (sentence_offsets)."""
+        return self.sentence_offsets[self.sentence_base]
+
+    def gather(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (int64) and word-start flags (bool) at token positions [N] of the split's running count
+        (as in sentence_offsets): one fancy index per shard for a whole batch, instead of a memmap slice (and a
+        bit unpacking) per sentence."""
+        positions = np.asarray(positions, dtype=np.int64)
+        ids, flags = np.empty(len(positions), np.int64), np.empty(len(positions), bool)
+        base = self.token_base
+        if len(positions) and (positions.min() < 0 or positions.max() >= base[-1]):
+            raise IndexError(f"token positions outside split {self.name!r} (0..{int(base[-1]) - 1})")
+        shard = np.searchsorted(base, positions, side="right") - 1 if len(self.shards) > 1 else None
+        for k, maps in enumerate(self._shard_maps()):
+            rows = slice(None) if shard is None else np.flatnonzero(shard == k)
+            local = positions[rows] - base[k]  # [n] shard-local token index
+            ids[rows] = np.asarray(maps[_TOKENS])[local]  # asarray: plain ndarray indexing, no memmap wrapper
+            packed = np.asarray(maps[_WORD_STARTS])[local >> 3]  # np.packbits order: bit 7 is the first token
+            flags[rows] = (packed >> (7 - (local & 7)).astype(np.uint8)) & 1
+        return ids, flags
 
     def document(self, index: int) -> list[np.ndarray]:
         """The sentences (token id arrays) of document `index`."""

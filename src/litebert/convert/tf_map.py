@@ -1,11 +1,11 @@
 """TensorFlow ALBERT checkpoints (google-research/albert, TF-Hub, brightmart/albert_zh) -> Hugging Face names.
 
-`load_tf_albert(path)` reads a checkpoint with the pure-numpy `tf_checkpoint` reader (TensorFlow is never imported),
+`load_tf_albert(path)` reads a checkpoint with the pure-numpy `tf_bundle` reader (TensorFlow is never imported),
 maps every tensor through an explicit name TABLE, checks each shape against the config, and returns
 `(hf_config_dict, hf_state_dict, report)`. The state dict uses the parameter names of transformers'
 `AlbertForPreTraining` / `AlbertForSequenceClassification` / `AlbertForQuestionAnswering`, so
 `transformers.AlbertConfig(**hf_config_dict)` + `load_state_dict(hf_state_dict)` is all a caller needs, and
-`litebert.convert.hf_to_ours` takes it from there.
+`litebert.convert.hf_map.hf_to_ours` takes it from there.
 
 Layouts:
 - official (google-research/albert, TF-Hub with its `module/` prefix stripped, albert_zh "google" models):
@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from litebert.errors import ConversionError
-from litebert.tf_checkpoint import CheckpointReader
+from litebert.config import AlbertConfig
+from litebert.convert.tf_bundle import CheckpointReader
+from litebert.errors import ConfigError, ConversionError
 
-SOURCES = ("auto", "tf", "tfhub", "albert_zh")
+TF_SOURCES = ("auto", "tf", "tfhub", "albert_zh")
 
 # ----------------------------------------------------------------------------------------------------------------
 # Name tables. Each row: (TF variable or scope, HF parameter or module, kind). kind "param" copies one tensor,
@@ -138,22 +139,22 @@ def _expand(table: list[tuple[str, str, str]]) -> list[tuple[str, str, bool]]:
     return rows
 
 
-def _compile(template: str) -> re.Pattern:
+def compile_template(template: str) -> re.Pattern:
     """'a/group_{g}/b' -> a regex capturing g (and k) as digits."""
     body = re.escape(template).replace(r"\{g\}", r"(?P<g>\d+)").replace(r"\{k\}", r"(?P<k>\d+)")
     return re.compile(f"^{body}$")
 
 
-_RULES = {
-    layout: [(_compile(tf), tf, hf, t) for tf, hf, t in _expand(table)]
+# layout -> [(TF name pattern, TF template, HF template, transpose)]: every variable-level rule, compiled.
+RULES = {
+    layout: [(compile_template(tf), tf, hf, t) for tf, hf, t in _expand(table)]
     for layout, table in (("official", OFFICIAL_TABLE), ("brightmart", BRIGHTMART_TABLE))
 }
-_INVERSE_RULES = [(_compile(hf), tf, t) for _, tf, hf, t in _RULES["official"]]
 
 
 def map_tf_name(name: str, layout: str = "official") -> tuple[str, bool] | None:
     """HF parameter name for one TF variable (without `module/`), and whether the tensor is transposed."""
-    for pattern, _, hf, transpose in _RULES[layout]:
+    for pattern, _, hf, transpose in RULES[layout]:
         m = pattern.match(name)
         if m:
             return hf.format(**m.groupdict()), transpose
@@ -203,8 +204,9 @@ class ConversionReport:
 # ----------------------------------------------------------------------------------------------------------------
 # Config.
 
-_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+# The labels come from the classifier's shape (_describe_heads), the special ids from the vocab (_special_ids).
+_NOT_FROM_THE_CONFIG = ("id2label", "label2id")
 
 
 def find_official_config(ckpt_dir: Path) -> Path:
@@ -247,14 +249,16 @@ def _special_ids(folder: Path) -> dict[str, int]:
 
 
 def _hf_config(official: dict, cfg_name: str, shapes: dict[str, tuple[int, ...]], layout: str) -> tuple[dict, list]:
-    """Official-format config -> HF AlbertConfig kwargs; missing sizes come from the embedding tables."""
+    """Official-format config -> HF AlbertConfig kwargs; missing sizes come from the embedding tables.
+
+    The field mapping itself (names, the "gelu" spelling, defaults, validation) is `AlbertConfig.from_official_dict`,
+    the one reading of albert_config.json; this adds what only a checkpoint can tell (table shapes, the layout).
+    """
     missing = [f for f in _REQUIRED if f not in official]
     if missing:
         raise ConversionError(f"{cfg_name}: missing field(s) {', '.join(missing)} (needed to rebuild the model)")
     notes = []
     act = str(official.get("hidden_act", "gelu")).lower()
-    if act not in _ACTIVATIONS:
-        raise ConversionError(f"{cfg_name}: hidden_act {act!r} is not one of {sorted(_ACTIVATIONS)}")
     if act == "gelu":
         notes.append('hidden_act "gelu" in the official code is the tanh approximation -> HF "gelu_new"')
     if str(official.get("ln_type", "postln")).lower() not in ("postln", "post_ln", "post"):
@@ -267,35 +271,18 @@ def _hf_config(official: dict, cfg_name: str, shapes: dict[str, tuple[int, ...]]
         raise ConversionError(f"bert/embeddings/word_embeddings has shape {list(word)}; expected [vocab, E]")
     pos = shapes.get("bert/embeddings/position_embeddings", (512, 0))
     typ = shapes.get("bert/embeddings/token_type_embeddings", (2, 0))
-    cfg = {
-        "model_type": "albert",
-        "vocab_size": int(official.get("vocab_size", word[0])),
-        "embedding_size": int(official.get("embedding_size", word[1])),
-        "hidden_size": int(official["hidden_size"]),
-        "num_hidden_layers": int(official["num_hidden_layers"]),
-        "num_hidden_groups": int(official.get("num_hidden_groups", 1)),
-        "num_attention_heads": int(official["num_attention_heads"]),
-        "intermediate_size": int(official["intermediate_size"]),
-        "inner_group_num": int(official.get("inner_group_num", 1)),
-        "hidden_act": _ACTIVATIONS[act],
-        "hidden_dropout_prob": float(official.get("hidden_dropout_prob", 0.0)),
-        "attention_probs_dropout_prob": float(official.get("attention_probs_dropout_prob", 0.0)),
-        "max_position_embeddings": int(official.get("max_position_embeddings", pos[0])),
-        "type_vocab_size": int(official.get("type_vocab_size", typ[0])),
-        "initializer_range": float(official.get("initializer_range", 0.02)),
-        "layer_norm_eps": 1e-12,  # TF contrib layer_norm's epsilon
-        "classifier_dropout_prob": 0.1,
-    }
+    filled = {"vocab_size": word[0], "embedding_size": word[1], "max_position_embeddings": pos[0],
+              "type_vocab_size": typ[0], **official, "hidden_act": act}
     if layout == "brightmart":
-        cfg["embedding_size"] = cfg["hidden_size"]  # after folding word_embeddings_2 into the word table
+        filled["embedding_size"] = filled["hidden_size"]  # after folding word_embeddings_2 into the word table
         shared = any(n.startswith("bert/encoder/layer_shared/") for n in shapes)
-        cfg["num_hidden_groups"] = 1 if shared else cfg["num_hidden_layers"]
-        cfg["inner_group_num"] = 1
-    if cfg["hidden_size"] % cfg["num_attention_heads"]:
-        raise ConversionError(
-            f"{cfg_name}: hidden_size {cfg['hidden_size']} is not a multiple of num_attention_heads "
-            f"{cfg['num_attention_heads']}"
-        )
+        filled["num_hidden_groups"] = 1 if shared else filled["num_hidden_layers"]
+        filled["inner_group_num"] = 1
+    try:
+        config = AlbertConfig.from_official_dict(filled, source=cfg_name)
+    except ConfigError as exc:
+        raise ConversionError(str(exc)) from None
+    cfg = {k: v for k, v in config.to_hf_dict().items() if k not in _NOT_FROM_THE_CONFIG}
     _check_group_assignment(cfg, cfg_name, layout)
     return cfg, notes
 
@@ -387,8 +374,8 @@ def _detect(names: list[str], source: str) -> tuple[str, str, bool]:
         n for n in bare if n == "bert/embeddings/word_embeddings_2" or re.match(r"bert/encoder/layer_(shared|\d+)/", n)
     )
     layout = "brightmart" if bright else "official"
-    if source not in SOURCES:
-        raise ConversionError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+    if source not in TF_SOURCES:
+        raise ConversionError(f"source {source!r} is not one of {', '.join(TF_SOURCES)}")
     if source == "auto":
         source = "tfhub" if hub else ("albert_zh" if bright else "tf")
     if hub and source != "tfhub":
@@ -587,34 +574,3 @@ def _tokenizer_files(folder: Path) -> list[str]:
     for sub in (folder, folder / "assets", folder.parent / "assets"):
         found += [str(p) for p in sorted(sub.glob("*.model"))] + [str(p) for p in sorted(sub.glob("vocab*.txt"))]
     return found
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The other direction (tests and `litebert convert --to tf`): HF names -> official TF names.
-
-
-def hf_to_tf_tensors(state_dict: dict[str, torch.Tensor], config: dict) -> dict[str, np.ndarray]:
-    """HF ALBERT state dict -> official TF variable names (the inverse of the official table).
-
-    Tied decoder copies are dropped; an identity `embedding_hidden_mapping_in` is dropped when
-    embedding_size == hidden_size (the official graph has none); anything else without a TF name raises.
-    """
-    out: dict[str, np.ndarray] = {}
-    for hf, tensor in state_dict.items():
-        arr = tensor.detach().cpu().numpy()
-        if hf in ("predictions.decoder.weight", "predictions.decoder.bias"):
-            continue
-        square = config["embedding_size"] == config["hidden_size"]
-        if square and hf.startswith("albert.encoder.embedding_hidden_mapping_in."):
-            ident = np.eye(config["hidden_size"], dtype=arr.dtype) if hf.endswith("weight") else np.zeros_like(arr)
-            if not np.array_equal(arr, ident):
-                raise ConversionError(f"{hf} is not the identity, and official ALBERT has none when E == H")
-            continue
-        for pattern, tf, transpose in _INVERSE_RULES:
-            m = pattern.match(hf)
-            if m:
-                out[tf.format(**m.groupdict())] = np.ascontiguousarray(arr.T if transpose else arr)
-                break
-        else:
-            raise ConversionError(f"{hf} has no official TF variable name")
-    return out

@@ -8,8 +8,8 @@ rebuilt from the same corpus. `litebert ablate` then treats them as finished (it
 result.json) and trains only the rest. Restore to the --out path the study was run with: a run's id covers its
 settings, and those name the study's data folder.
 
-    python experiments/ablation_records.py save runs/ablate-thorough docs/ablations/records
-    python experiments/ablation_records.py restore docs/ablations/records runs/ablate-thorough \
+    python docs/tools/ablation_records.py save runs/ablate-thorough docs/ablations/records
+    python docs/tools/ablation_records.py restore docs/ablations/records runs/ablate-thorough \
         --corpus ../shared/data/gutenberg
 
 `restore` builds the study's data first (as `litebert ablate` would, from --corpus), and refuses when it differs from the data the records were trained on: mixing runs of two
@@ -72,7 +72,7 @@ def restore(records: Path, study: Path, corpus: list[str], vocab_size: int) -> N
     if not saved.is_file():
         raise SystemExit(f"{records}: no data.json (not made by `save`)")
     if not (study / "_data" / "store" / "meta.json").is_file():
-        from litebert.ablate import AblateConfig, prepare_data
+        from litebert.lab.ablate import AblateConfig, prepare_data
 
         prepare_data(AblateConfig(suite="objective", corpus=corpus, out=str(study), vocab_size=vocab_size))
     expected, actual = json.loads(saved.read_text()), data_fingerprint(study)

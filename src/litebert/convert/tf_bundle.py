@@ -1,4 +1,4 @@
-"""Read and write TensorFlow tensor-bundle checkpoints in pure numpy (no tensorflow, no protobuf).
+"""Read TensorFlow tensor-bundle checkpoints in pure numpy (no tensorflow, no protobuf).
 
 A TF1/TF2 checkpoint `PREFIX` is two kinds of files:
 
@@ -7,7 +7,7 @@ A TF1/TF2 checkpoint `PREFIX` is two kinds of files:
                                       BundleEntryProto (dtype, shape, shard_id, offset, size, crc32c, slices)
     PREFIX.data-0000N-of-0000M        raw tensor bytes, little-endian, located by (shard_id, offset, size)
 
-SSTable layout (what `_read_table` walks and `_TableWriter` writes):
+SSTable layout (what `_read_table` walks):
 
     [data block][trailer] ... [metaindex block][trailer] [index block][trailer] [footer: 48 bytes]
     block   = entries (varint shared, varint non_shared, varint value_len, key suffix, value)
@@ -18,21 +18,23 @@ SSTable layout (what `_read_table` walks and `_TableWriter` writes):
     The index block maps a separator key (>= the last key of a data block) to that block's handle.
 
 Checksums are CRC-32C (Castagnoli), "masked" as TF/LevelDB do so that a checksum of checksummed data stays
-unlikely to collide. Public API: `CheckpointReader`, `read_checkpoint`, `list_variables`, `write_checkpoint`,
-`resolve_checkpoint_prefix`, `crc32c`, `mask_crc`, `unmask_crc`.
+unlikely to collide. Public API: `CheckpointReader`, `read_checkpoint`, `list_variables`,
+`resolve_checkpoint_prefix`, `crc32c`, `mask_crc`, `unmask_crc`. The writer the tests use to make fake
+checkpoints is tests/tf_fixtures.py; litebert itself never writes TF checkpoints.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from litebert.errors import CheckpointError
+from litebert.protowire import Corrupt, read_fields, read_varint, signed64
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48  # two block handles padded to 40 bytes + 8-byte magic
@@ -107,88 +109,6 @@ def unmask_crc(masked: int) -> int:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Varints and the protobuf wire format (only what BundleHeaderProto / BundleEntryProto need).
-
-
-class _Corrupt(Exception):
-    """Low-level parse failure; the reader turns it into a CheckpointError naming the file."""
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result, shift = 0, 0
-    while True:
-        if pos >= len(buf):
-            raise _Corrupt("varint runs past the end of its buffer")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _Corrupt("varint longer than 10 bytes")
-
-
-def _varint(value: int) -> bytes:
-    if value < 0:
-        value += 1 << 64  # protobuf int64: two's complement, 10 bytes
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _signed64(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _proto_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """Yield (field number, wire type, value): an int for varint/fixed32/fixed64, bytes for length-delimited."""
-    pos = 0
-    while pos < len(buf):
-        key, pos = _read_varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _read_varint(buf, pos)
-        elif wire == 1:
-            if pos + 8 > len(buf):
-                raise _Corrupt("truncated fixed64 field")
-            (value,) = struct.unpack_from("<Q", buf, pos)
-            pos += 8
-        elif wire == 2:
-            length, pos = _read_varint(buf, pos)
-            if pos + length > len(buf):
-                raise _Corrupt("length-delimited field runs past the end of the message")
-            value = bytes(buf[pos : pos + length])
-            pos += length
-        elif wire == 5:
-            if pos + 4 > len(buf):
-                raise _Corrupt("truncated fixed32 field")
-            (value,) = struct.unpack_from("<I", buf, pos)
-            pos += 4
-        else:
-            raise _Corrupt(f"unsupported protobuf wire type {wire} (field {field})")
-        yield field, wire, value
-
-
-def _pb_varint(field: int, value: int) -> bytes:
-    return _varint(field << 3) + _varint(value)
-
-
-def _pb_bytes(field: int, payload: bytes) -> bytes:
-    return _varint((field << 3) | 2) + _varint(len(payload)) + payload
-
-
-def _pb_fixed32(field: int, value: int) -> bytes:
-    return _varint((field << 3) | 5) + struct.pack("<I", value)
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # TF dtypes (tensorflow/core/framework/types.proto enum values).
 
 # enum -> (TF name, numpy dtype or None when the bytes are not a plain array)
@@ -215,8 +135,6 @@ _UNSUPPORTED_DTYPES = {
     20: "resource", 21: "variant",
 }  # fmt: skip
 DT_STRING, DT_BFLOAT16 = 7, 14
-# numpy -> TF enum for writing (bfloat16 excluded: numpy has no such dtype, so "<u2" stays uint16)
-_NUMPY_TO_TF = {v[1]: k for k, v in TF_DTYPES.items() if v[1] is not None and k != DT_BFLOAT16}
 
 
 @dataclass(frozen=True)
@@ -250,27 +168,27 @@ class TensorEntry:
 def _typed(field: int, value: int | bytes, kind: type) -> int | bytes:
     """A field's value, checked to have the wire type the message definition gives it (a corrupt index may not)."""
     if not isinstance(value, kind):
-        raise _Corrupt(f"protobuf field {field} has the wrong wire type")
+        raise Corrupt(f"protobuf field {field} has the wrong wire type")
     return value
 
 
 def _parse_shape(buf: bytes) -> tuple[int, ...]:
     dims = []
-    for field, _, value in _proto_fields(buf):
+    for field, _, value in read_fields(buf):
         if field == 2:  # Dim {int64 size = 1; string name = 2}
             size = 0
-            for dfield, _, dvalue in _proto_fields(_typed(field, value, bytes)):
+            for dfield, _, dvalue in read_fields(_typed(field, value, bytes)):
                 if dfield == 1:
-                    size = _signed64(_typed(dfield, dvalue, int))
+                    size = signed64(_typed(dfield, dvalue, int))
             dims.append(size)
         elif field == 3 and value:
-            raise _Corrupt("tensor shape has unknown rank")
+            raise Corrupt("tensor shape has unknown rank")
     return tuple(dims)
 
 
 def _parse_entry(name: str, buf: bytes) -> TensorEntry:
     dtype, shape, shard, offset, size, crc, slices = 0, (), 0, 0, 0, None, 0
-    for field, _, value in _proto_fields(buf):
+    for field, _, value in read_fields(buf):
         if field == 1:
             dtype = _typed(field, value, int)
         elif field == 2:
@@ -278,9 +196,9 @@ def _parse_entry(name: str, buf: bytes) -> TensorEntry:
         elif field == 3:
             shard = _typed(field, value, int)
         elif field == 4:
-            offset = _signed64(_typed(field, value, int))
+            offset = signed64(_typed(field, value, int))
         elif field == 5:
-            size = _signed64(_typed(field, value, int))
+            size = signed64(_typed(field, value, int))
         elif field == 6:
             crc = _typed(field, value, int)
         elif field == 7:
@@ -290,34 +208,18 @@ def _parse_entry(name: str, buf: bytes) -> TensorEntry:
 
 def _parse_header(buf: bytes) -> BundleHeader:
     num_shards, endianness, producer, min_consumer = 1, 0, 0, 0
-    for field, _, value in _proto_fields(buf):
+    for field, _, value in read_fields(buf):
         if field == 1:
             num_shards = _typed(field, value, int)
         elif field == 2:
             endianness = _typed(field, value, int)
         elif field == 3:  # VersionDef {int32 producer = 1; int32 min_consumer = 2; ...}
-            for vfield, _, vvalue in _proto_fields(_typed(field, value, bytes)):
+            for vfield, _, vvalue in read_fields(_typed(field, value, bytes)):
                 if vfield == 1:
                     producer = _typed(vfield, vvalue, int)
                 elif vfield == 2:
                     min_consumer = _typed(vfield, vvalue, int)
     return BundleHeader(num_shards, "big" if endianness == 1 else "little", producer, min_consumer)
-
-
-def _encode_entry(dtype: int, shape: tuple[int, ...], shard: int, offset: int, size: int, crc: int) -> bytes:
-    dims = b"".join(_pb_bytes(2, _pb_varint(1, d) if d else b"") for d in shape)
-    out = _pb_varint(1, dtype) + _pb_bytes(2, dims)
-    if shard:
-        out += _pb_varint(3, shard)
-    if offset:
-        out += _pb_varint(4, offset)
-    if size:
-        out += _pb_varint(5, size)
-    return out + _pb_fixed32(6, crc)
-
-
-def _encode_header(num_shards: int) -> bytes:
-    return _pb_varint(1, num_shards) + _pb_bytes(3, _pb_varint(1, 1))  # version {producer: 1}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -327,18 +229,18 @@ def _encode_header(num_shards: int) -> bytes:
 def _block_entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
     """Decode one block's prefix-compressed entries (the restart array only speeds up seeks; we scan)."""
     if len(block) < 4:
-        raise _Corrupt("block shorter than its restart count")
+        raise Corrupt("block shorter than its restart count")
     (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
     end = len(block) - 4 * (num_restarts + 1)
     if end < 0:
-        raise _Corrupt(f"block claims {num_restarts} restart points, more than fit in {len(block)} bytes")
+        raise Corrupt(f"block claims {num_restarts} restart points, more than fit in {len(block)} bytes")
     pos, key = 0, b""
     while pos < end:
-        shared, pos = _read_varint(block, pos)
-        non_shared, pos = _read_varint(block, pos)
-        value_len, pos = _read_varint(block, pos)
+        shared, pos = read_varint(block, pos)
+        non_shared, pos = read_varint(block, pos)
+        value_len, pos = read_varint(block, pos)
         if shared > len(key) or pos + non_shared + value_len > end:
-            raise _Corrupt("block entry runs past the end of the block")
+            raise Corrupt("block entry runs past the end of the block")
         key = key[:shared] + block[pos : pos + non_shared]
         pos += non_shared
         yield key, block[pos : pos + value_len]
@@ -346,39 +248,39 @@ def _block_entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
 
 
 def _read_handle(buf: bytes, pos: int) -> tuple[tuple[int, int], int]:
-    offset, pos = _read_varint(buf, pos)
-    size, pos = _read_varint(buf, pos)
+    offset, pos = read_varint(buf, pos)
+    size, pos = read_varint(buf, pos)
     return (offset, size), pos
 
 
 def _read_block(data: bytes, handle: tuple[int, int], verify: bool) -> bytes:
     offset, size = handle
     if offset + size + BLOCK_TRAILER_SIZE > len(data):
-        raise _Corrupt(f"block at offset {offset} (size {size}) runs past the end of the file ({len(data)} bytes)")
+        raise Corrupt(f"block at offset {offset} (size {size}) runs past the end of the file ({len(data)} bytes)")
     block = data[offset : offset + size]
     kind = data[offset + size]
     if verify:
         (stored,) = struct.unpack_from("<I", data, offset + size + 1)
         if unmask_crc(stored) != crc32c(data[offset : offset + size + 1]):
-            raise _Corrupt(f"checksum mismatch in the block at offset {offset}")
+            raise Corrupt(f"checksum mismatch in the block at offset {offset}")
     if kind == SNAPPY_COMPRESSION:
-        raise _Corrupt(
+        raise Corrupt(
             f"the block at offset {offset} is snappy-compressed; litebert reads only uncompressed tables "
             "(TensorFlow writes checkpoint indexes uncompressed; re-save the checkpoint with TensorFlow's defaults)"
         )
     if kind != NO_COMPRESSION:
-        raise _Corrupt(f"unknown block compression type {kind} at offset {offset}")
+        raise Corrupt(f"unknown block compression type {kind} at offset {offset}")
     return block
 
 
 def _read_table(data: bytes, verify: bool) -> Iterator[tuple[bytes, bytes]]:
     """Yield every (key, value) of an SSTable in key order."""
     if len(data) < FOOTER_SIZE:
-        raise _Corrupt(f"file is {len(data)} bytes, shorter than the {FOOTER_SIZE}-byte table footer (truncated?)")
+        raise Corrupt(f"file is {len(data)} bytes, shorter than the {FOOTER_SIZE}-byte table footer (truncated?)")
     footer = data[-FOOTER_SIZE:]
     (magic,) = struct.unpack_from("<Q", footer, 40)
     if magic != TABLE_MAGIC:
-        raise _Corrupt(f"bad table magic {magic:#018x} (expected {TABLE_MAGIC:#018x}): not an index file or truncated")
+        raise Corrupt(f"bad table magic {magic:#018x} (expected {TABLE_MAGIC:#018x}): not an index file or truncated")
     _metaindex, pos = _read_handle(footer, 0)
     index_handle, _ = _read_handle(footer, pos)
     for _sep, handle_bytes in _block_entries(_read_block(data, index_handle, verify)):
@@ -426,7 +328,7 @@ def resolve_checkpoint_prefix(path: str | Path) -> Path:
     raise CheckpointError(f"{p}: no TensorFlow checkpoint here (expected {p.name}.index and {p.name}.data-*)")
 
 
-def _shard_path(prefix: Path, shard: int, num_shards: int) -> Path:
+def shard_path(prefix: Path, shard: int, num_shards: int) -> Path:
     return prefix.with_name(f"{prefix.name}.data-{shard:05d}-of-{num_shards:05d}")
 
 
@@ -459,7 +361,7 @@ class CheckpointReader:
                 else:
                     name = key.decode("utf-8", errors="replace")
                     self.entries[name] = _parse_entry(name, value)
-        except _Corrupt as e:
+        except Corrupt as e:
             raise CheckpointError(f"{self.index_path}: corrupt checkpoint index: {e}") from None
         if header is None:
             raise CheckpointError(f"{self.index_path}: no bundle header entry; not a TensorFlow V2 checkpoint index")
@@ -478,7 +380,7 @@ class CheckpointReader:
                     f"{header.num_shards} shard(s)"
                 )
         for shard in range(header.num_shards):
-            shard_file = _shard_path(self.prefix, shard, header.num_shards)
+            shard_file = shard_path(self.prefix, shard, header.num_shards)
             if not shard_file.is_file():
                 raise CheckpointError(f"{shard_file}: data shard missing (the index {self.index_path} needs it)")
 
@@ -502,7 +404,7 @@ class CheckpointReader:
         entry = self._entry(name)
         if name in self.unreadable:
             raise CheckpointError(f"{self.index_path}: cannot read tensor {name!r}: {self.unreadable[name]}")
-        shard_file = _shard_path(self.prefix, entry.shard_id, self.header.num_shards)
+        shard_file = shard_path(self.prefix, entry.shard_id, self.header.num_shards)
         where = f"{shard_file}: tensor {name!r} (offset {entry.offset}, {entry.size} bytes)"
         if entry.offset < 0 or entry.size < 0:
             raise CheckpointError(f"{where}: negative offset or size in the index {self.index_path}; it is corrupt")
@@ -523,7 +425,7 @@ class CheckpointReader:
             )
         try:
             return _decode_array(entry, raw, self.header.endianness)
-        except _Corrupt as e:
+        except Corrupt as e:
             raise CheckpointError(f"{where}: {e}") from None
 
     def read_all(self) -> dict[str, np.ndarray]:
@@ -532,7 +434,7 @@ class CheckpointReader:
 
 def _decode_array(entry: TensorEntry, raw: bytes, endianness: str) -> np.ndarray:
     if any(d < 0 for d in entry.shape):
-        raise _Corrupt(f"negative dimension in shape {list(entry.shape)}")
+        raise Corrupt(f"negative dimension in shape {list(entry.shape)}")
     count = math.prod(entry.shape)
     if entry.dtype == DT_STRING:
         return _decode_strings(raw, count).reshape(entry.shape)
@@ -540,7 +442,7 @@ def _decode_array(entry: TensorEntry, raw: bytes, endianness: str) -> np.ndarray
     if endianness == "big":
         dtype = dtype.newbyteorder(">")
     if count * dtype.itemsize != len(raw):
-        raise _Corrupt(f"{len(raw)} bytes do not hold {entry.dtype_name} {list(entry.shape)}")
+        raise Corrupt(f"{len(raw)} bytes do not hold {entry.dtype_name} {list(entry.shape)}")
     arr = np.frombuffer(raw, dtype=dtype).reshape(entry.shape)
     if entry.dtype == DT_BFLOAT16:  # bfloat16 = the top 16 bits of a float32
         return (arr.astype(np.uint32) << 16).view(np.float32)
@@ -551,22 +453,16 @@ def _decode_strings(raw: bytes, count: int) -> np.ndarray:
     # [varint64 len_0 .. len_{n-1}] [4-byte masked crc32c of the lengths] [bytes_0 .. bytes_{n-1}]
     pos, lengths = 0, []
     for _ in range(count):
-        n, pos = _read_varint(raw, pos)
+        n, pos = read_varint(raw, pos)
         lengths.append(n)
     pos += 4
     out = np.empty(count, dtype=object)
     for i, n in enumerate(lengths):
         if pos + n > len(raw):
-            raise _Corrupt("string element runs past the tensor's bytes")
+            raise Corrupt("string element runs past the tensor's bytes")
         out[i] = raw[pos : pos + n]
         pos += n
     return out
-
-
-def _encode_strings(arr: np.ndarray) -> bytes:
-    items = [x if isinstance(x, bytes) else str(x).encode("utf-8") for x in arr.ravel().tolist()]
-    lengths = b"".join(_varint(len(x)) for x in items)
-    return lengths + struct.pack("<I", mask_crc(crc32c(lengths))) + b"".join(items)
 
 
 def read_checkpoint(path: str | Path, *, verify: bool = True) -> dict[str, np.ndarray]:
@@ -578,152 +474,3 @@ def list_variables(path: str | Path) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, shape, dtype name) of every tensor, sorted by name, like `tf.train.list_variables`."""
     reader = CheckpointReader(path, verify=False)
     return [(n, e.shape, e.dtype_name) for n, e in reader.entries.items()]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Writing.
-
-
-def _shortest_separator(start: bytes, limit: bytes) -> bytes:
-    """A short key k with start <= k < limit (LevelDB's BytewiseComparator::FindShortestSeparator)."""
-    n = min(len(start), len(limit))
-    i = 0
-    while i < n and start[i] == limit[i]:
-        i += 1
-    if i < n and start[i] < 0xFF and start[i] + 1 < limit[i]:
-        return start[:i] + bytes([start[i] + 1])
-    return start
-
-
-def _short_successor(key: bytes) -> bytes:
-    """A short key >= key (LevelDB's FindShortSuccessor): bump the first byte that is not 0xff."""
-    for i, b in enumerate(key):
-        if b != 0xFF:
-            return key[:i] + bytes([b + 1])
-    return key
-
-
-class _BlockBuilder:
-    def __init__(self, restart_interval: int):
-        self.restart_interval = restart_interval
-        self.buf = bytearray()
-        self.restarts = [0]
-        self.count = 0  # entries since the last restart
-        self.last_key = b""
-        self.empty = True
-
-    def add(self, key: bytes, value: bytes) -> None:
-        shared = 0
-        if self.count < self.restart_interval:
-            n = min(len(key), len(self.last_key))
-            while shared < n and key[shared] == self.last_key[shared]:
-                shared += 1
-        else:
-            self.restarts.append(len(self.buf))
-            self.count = 0
-        self.buf += _varint(shared) + _varint(len(key) - shared) + _varint(len(value))
-        self.buf += key[shared:] + value
-        self.last_key, self.count, self.empty = key, self.count + 1, False
-
-    def size_estimate(self) -> int:
-        return len(self.buf) + 4 * len(self.restarts) + 4
-
-    def finish(self) -> bytes:
-        n = len(self.restarts)
-        return bytes(self.buf) + struct.pack(f"<{n + 1}I", *self.restarts, n)
-
-
-class _TableWriter:
-    """Writes an SSTable the way TF's table_builder does (uncompressed blocks, LevelDB key shortening)."""
-
-    def __init__(self, block_size: int, restart_interval: int):
-        self.block_size, self.restart_interval = block_size, restart_interval
-        self.out = bytearray()
-        self.data_block = _BlockBuilder(restart_interval)
-        self.index_block = _BlockBuilder(1)
-        self.pending_handle: tuple[int, int] | None = None
-        self.last_key = b""
-
-    def _write_block(self, contents: bytes) -> tuple[int, int]:
-        handle = (len(self.out), len(contents))
-        trailer = bytes([NO_COMPRESSION])
-        self.out += contents + trailer + struct.pack("<I", mask_crc(crc32c(contents + trailer)))
-        return handle
-
-    def _add_index_entry(self, separator: bytes) -> None:
-        offset, size = self.pending_handle
-        self.index_block.add(separator, _varint(offset) + _varint(size))
-        self.pending_handle = None
-
-    def add(self, key: bytes, value: bytes) -> None:
-        if self.pending_handle is not None:
-            self._add_index_entry(_shortest_separator(self.last_key, key))
-        self.data_block.add(key, value)
-        self.last_key = key
-        if self.data_block.size_estimate() >= self.block_size:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.data_block.empty:
-            self.pending_handle = self._write_block(self.data_block.finish())
-            self.data_block = _BlockBuilder(self.restart_interval)
-
-    def finish(self) -> bytes:
-        self._flush()
-        metaindex = self._write_block(_BlockBuilder(self.restart_interval).finish())
-        if self.pending_handle is not None:
-            self._add_index_entry(_short_successor(self.last_key))
-        index = self._write_block(self.index_block.finish())
-        handles = b"".join(_varint(x) for x in (*metaindex, *index))
-        self.out += handles + bytes(40 - len(handles)) + struct.pack("<Q", TABLE_MAGIC)
-        return bytes(self.out)
-
-
-def _tensor_bytes(name: str, arr: np.ndarray) -> tuple[int, bytes]:
-    if arr.dtype == object or arr.dtype.kind in "SU":
-        return DT_STRING, _encode_strings(arr)
-    little = arr.dtype.newbyteorder("<") if arr.dtype.byteorder in "=><" else arr.dtype
-    if little not in _NUMPY_TO_TF:
-        raise CheckpointError(f"tensor {name!r}: numpy dtype {arr.dtype} has no TensorFlow equivalent to write")
-    return _NUMPY_TO_TF[little], np.ascontiguousarray(arr, dtype=little).tobytes()
-
-
-def write_checkpoint(
-    prefix: str | Path,
-    tensors: Mapping[str, np.ndarray],
-    *,
-    num_shards: int = 1,
-    block_size: int = 262144,
-    restart_interval: int = 16,
-) -> Path:
-    """Write `tensors` as a TF V2 checkpoint: PREFIX.index + PREFIX.data-0000N-of-0000M. Returns the index path.
-
-    Entries are sorted by name (bytewise) and stored back to back, each with its masked CRC-32C; the header entry ""
-    records the shard count, little-endian, version producer 1, as TF's BundleWriter does (for one shard the files
-    are byte-identical to TensorFlow's). `num_shards` > 1 deals tensors round-robin over shards and a small
-    `block_size` splits the index into several data blocks; both exist to exercise readers.
-    """
-    prefix = Path(prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    keys = sorted(tensors, key=lambda n: n.encode("utf-8"))
-    if any(not k for k in keys):
-        raise CheckpointError(f"{prefix}: the empty tensor name is reserved for the bundle header")
-    table = _TableWriter(block_size, restart_interval)
-    table.add(b"", _encode_header(num_shards))
-    files = [open(_shard_path(prefix, i, num_shards), "wb") for i in range(num_shards)]
-    offsets = [0] * num_shards
-    try:
-        for i, name in enumerate(keys):
-            dtype, raw = _tensor_bytes(name, np.asarray(tensors[name]))
-            shard = i % num_shards
-            files[shard].write(raw)
-            shape = tuple(int(d) for d in np.shape(tensors[name]))
-            entry = _encode_entry(dtype, shape, shard, offsets[shard], len(raw), mask_crc(crc32c(raw)))
-            table.add(name.encode("utf-8"), entry)
-            offsets[shard] += len(raw)
-    finally:
-        for f in files:
-            f.close()
-    index_path = prefix.with_name(prefix.name + ".index")
-    index_path.write_bytes(table.finish())
-    return index_path

@@ -1,11 +1,11 @@
 """`convert_checkpoint`: a foreign ALBERT checkpoint -> our model directory (HF layout, tokenizer included).
 
 Sources:
-- "tf" / "tfhub" / "albert_zh": TensorFlow checkpoints, read by `convert_tf.load_tf_albert` (no TensorFlow);
+- "tf" / "tfhub" / "albert_zh": TensorFlow checkpoints, read by `tf_map.load_tf_albert` (no TensorFlow);
 - "hf": a Hugging Face ALBERT directory (config.json + model.safetensors, or sharded safetensors). Pickled
   `pytorch_model.bin` files are never loaded: unpickling can run arbitrary code.
 
-Either way the weights end up in Hugging Face names, go through `convert.hf_to_ours` into the litebert class
+Either way the weights end up in Hugging Face names, go through `hf_map.hf_to_ours` into the litebert class
 that matches the heads present, and that model writes the directory with its own `save_pretrained`. So the
 output is exactly what litebert itself saves (an E == H identity projection is dropped and written back as an
 exact identity, tied decoder copies are stored once) and stock `transformers` loads it too.
@@ -21,13 +21,15 @@ from typing import Any
 import torch
 
 from litebert.config import AlbertConfig
-from litebert.convert import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
-from litebert.convert_tf import ConversionReport, load_tf_albert
+from litebert.convert.hf_map import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
+from litebert.convert.tf_map import TF_SOURCES, ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
 from litebert.files import check_output, read_json
 from litebert.hub_cache import resolve_model_path
+from litebert.model import MODEL_CLASSES
+from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
 
-SOURCES = ("auto", "tf", "tfhub", "albert_zh", "hf")
+SOURCES = (*TF_SOURCES, "hf")
 HEADS = ("auto", "multiple-choice")
 REPORT_NAME = "conversion_report.txt"
 SPM_NAMES = ("spiece.model", "30k-clean.model")  # official SentencePiece models, in order of preference
@@ -120,7 +122,8 @@ def _looks_like_hf_dir(path: Path) -> bool:
 
 def _read_safetensors(folder: Path) -> tuple[dict[str, torch.Tensor], str]:
     """All tensors of model.safetensors or of the shards its index names; never a pickle."""
-    from litebert.pretrained import load_tensors
+    from litebert.pretrained import load_tensors  # here, not above: pretrained imports this package (hf_map)
+
 
     single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
     if single.is_file():
@@ -221,8 +224,6 @@ def choose_model_class(names, architecture_hint: str | None = None) -> str:
 
 def build_model(hf_config: dict[str, Any], hf_state: dict[str, torch.Tensor], report: ConversionReport):
     """The litebert model holding these HF weights, loaded strictly; tensors its class lacks go in the notes."""
-    from litebert.model import MODEL_CLASSES
-
     hint = next(iter(hf_config.get("architectures") or []), None)
     name = choose_model_class(hf_state, hint)
     config = AlbertConfig.from_hf_dict(hf_config, source=report.config_file or "converted config")
@@ -267,8 +268,6 @@ def pick_tokenizer(vocab: str | Path | None, candidates: list[Path], report: Con
 
     A Hugging Face directory's tokenizer is read with its own tokenizer_config.json (lower-casing, accents).
     """
-    from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
-
     if vocab is not None:
         path = Path(vocab)
         if not path.is_file():

@@ -197,7 +197,7 @@ def finished_finetune(ft) -> dict[str, Any] | None:
 
 def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, Any]:
     """SST-2 dev accuracy after fine-tuning on a fixed subset, over several seeds: mean, std, all."""
-    from litebert.shared_data import shared_data_dir
+    from litebert.lab.shared_data import shared_data_dir
 
     glue = Path(cfg.glue) if cfg.glue else shared_data_dir() / "glue"
     if not (glue / "SST-2" / "train.tsv").is_file():
@@ -321,7 +321,7 @@ def run_scale(cfg: AblateConfig) -> list[dict[str, Any]]:
 
 def measure_train_throughput(config: AlbertConfig, seq_len: int, batch: int, precision: str, steps: int = 3) -> float:
     """Tokens/s of a full pretraining step (sparse MLM head, SOP, LAMB), median of `steps` after a warm-up."""
-    from litebert.bench import ours_pretrain_step, synthetic_pretraining_batch
+    from litebert.lab.bench import ours_pretrain_step, synthetic_pretraining_batch
     from litebert.device import pick_device, resolve_precision
 
     device = pick_device()

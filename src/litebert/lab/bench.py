@@ -394,10 +394,12 @@ def synthetic_inputs(config: AlbertConfig, batch_size: int, seq_len: int, seed: 
 
 
 def ours_encoder_forward(config: AlbertConfig, inputs: dict[str, torch.Tensor], device: torch.device, mode: str,
-                         compile: bool = False) -> Callable[[], Any]:
+                         compile: bool = False, freeze: bool = False) -> Callable[[], Any]:
     """Our AlbertModel (encoder + pooler) forward under no_grad. mode: "fp32"; "bf16-autocast" (fp32 weights);
     "bf16" (weights stored in bf16, no autocast casts); "int8" (torch.ao dynamic quantization of the Linear
-    layers, fp32 activations: the lever for CPUs without fast bf16)."""
+    layers, fp32 activations: the lever for CPUs without fast bf16). `freeze` (with `compile`) turns on inductor's
+    freezing: the weights become constants of the compiled graph, folded and prepacked into oneDNN's blocked layout
+    once instead of on every call (inference only; the model must not be trained afterwards)."""
     from litebert.model import AlbertModel
 
     torch.manual_seed(0)
@@ -406,7 +408,7 @@ def ours_encoder_forward(config: AlbertConfig, inputs: dict[str, torch.Tensor], 
         model = model.to(torch.bfloat16)
     elif mode == "int8":
         model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    model = maybe_compile(model.to(device), compile)
+    model = maybe_compile(model.to(device), compile, **({"options": {"freezing": True}} if freeze else {}))
     precision = "bf16" if mode == "bf16-autocast" else "fp32"
     x = {k: v.to(device) for k, v in inputs.items()}
 
