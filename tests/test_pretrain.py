@@ -251,6 +251,14 @@ def test_an_explicit_resume_of_an_incomplete_checkpoint_is_refused(tiny_data, fi
     assert "checkpoint-2: no COMMIT marker, so its save never finished" in capsys.readouterr().err
 
 
+def test_a_damaged_run_record_is_refused_naming_it(tiny_data, finished_run, tmp_path, capsys):
+    """run.json was read with a bare json.loads: a damaged one ended a resume in a traceback."""
+    run = copy_run(finished_run, tmp_path)
+    (run / "run.json").write_text('{"model_config": ')
+    assert cli_main(pretrain_args(tiny_data, run, steps=4)) == 2
+    assert re.search(r"run\.json:1: not valid JSON \(.*\); use a new --out", capsys.readouterr().err)
+
+
 def test_a_training_state_that_is_not_ours_is_refused(tiny_data, finished_run, tmp_path, capsys):
     import hashlib
 

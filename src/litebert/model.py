@@ -234,6 +234,7 @@ class PreTrainedAlbert(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, **config_overrides: Any):
+        # here, not at the top: pretrained imports convert/, whose entry point builds these classes
         from litebert.pretrained import load_pretrained
 
         return load_pretrained(cls, path, **config_overrides)

@@ -35,14 +35,14 @@ import torch.nn.functional as F
 
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
                                  load_state, read_verified, save_checkpoint, save_state)
-from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS
+from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS, option
 from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
-from litebert.device import (autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
+from litebert.device import (PRECISIONS, autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
                              resolve_precision, synchronize)
 from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
 from litebert.faults import inject_fault, with_file_faults
-from litebert.files import check_output, lock_dir
+from litebert.files import check_output, lock_dir, read_json
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
@@ -53,54 +53,72 @@ from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 
 @dataclass
 class PretrainConfig:
-    model: str = "albert-tiny"  # preset name, config JSON, or a model directory to continue from
-    data: str = ""  # token store built by `litebert data build`
-    tokenizer: str | None = None  # default: the tokenizer the store was built with (STORE/tokenizer)
-    out: str = "runs/pretrain"
+    model: str = option("albert-tiny", "what to train: a preset name (random init), a config JSON (random init), or "
+                                       "a model or run directory to continue from its weights (default: albert-tiny)")
+    data: str = option("", "token store from `litebert data build`")
+    tokenizer: str | None = option(None, "tokenizer directory (default: the copy inside the store, the one it was "
+                                         "built with)")
+    out: str = option("runs/pretrain", "run directory: checkpoint-STEP/, final/, metrics.jsonl, run.json")
     # examples
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    ngram: int = 3
-    objective: str = "sop"  # "sop" | "nsp" (ablation) | "none" (MLM only)
-    single_sentence: str = "random"  # one-sentence chunk: "random" (official: B from another doc), "split", "skip"
-    short_seq_draw: str = "chunk"  # short target length drawn per "chunk" (paper) or per "document" (official code)
-    mask_unit: str = "word"  # mask n-grams of whole "word"s (the store's word boundaries) or of single "token"s
-    phases: str | None = None  # e.g. "0.9:128,0.1:512": 90% of steps at 128, then 10% at 512
+    max_seq_length: int = option(128, "tokens per example")
+    max_predictions_per_seq: int = option(20, "masked positions per example, at most")
+    masked_lm_prob: float = option(0.15, "share of tokens masked")
+    short_seq_prob: float = option(0.1, "share of examples cut shorter than --max-seq-length (the paper's 0.1)")
+    ngram: int = option(3, "longest masked n-gram (the paper's 3)")
+    objective: str = option("sop", "sentence-level objective: sop (ALBERT), nsp (BERT, for ablations) or none (MLM "
+                                   "only)", choices=("sop", "nsp", "none"))
+    single_sentence: str = option("random", "a one-sentence chunk: random (the official code: B from another "
+                                            "document), split, or skip", choices=("random", "split", "skip"))
+    short_seq_draw: str = option("chunk", "the short target length is drawn per chunk (the paper) or per document "
+                                          "(the official code)", choices=("chunk", "document"))
+    mask_unit: str = option("word", "mask n-grams of whole words (the store's word boundaries) or of single tokens",
+                                    choices=("word", "token"))
+    phases: str | None = option(None, "sequence-length schedule, e.g. 0.9:128,0.1:512 (default: all steps at "
+                                      "--max-seq-length)")
     # optimisation
-    batch_size: int = 256  # global batch, in sequences
-    micro_batch_size: int = 32  # per rank and forward pass; accumulation makes up the rest
-    steps: int = 1000
-    warmup_steps: int | None = None  # default: 2.5% of steps (the paper's 3125 of 125k)
-    lr: float = 0.00176  # the paper's, at batch 4096
-    optimizer: str = "lamb"
-    weight_decay: float = 0.01
-    poly_power: float = 1.0
-    max_grad_norm: float = 1.0
+    batch_size: int = option(256, "global batch per optimizer step, in sequences, over all ranks")
+    micro_batch_size: int = option(32, "sequences per rank and forward pass; accumulation makes up --batch-size")
+    steps: int = option(1000, "optimizer steps")
+    warmup_steps: int | None = option(None, "linear warmup steps (default: 2.5% of --steps, the paper's 3,125 of "
+                                            "125k)")
+    lr: float = option(0.00176, "peak learning rate (the paper's 0.00176, at batch 4096)")
+    optimizer: str = option("lamb", "lamb (the paper's), adamw, or adamw_official (the BERT code's AdamW)",
+                                    choices=("lamb", "adamw", "adamw_official"))
+    weight_decay: float = option(0.01, "decoupled weight decay")
+    poly_power: float = option(1.0, "power of the polynomial decay after warmup (1: linear)")
+    max_grad_norm: float = option(1.0, "gradient clipping norm")
     # speed
-    precision: str = "auto"
-    compile: bool = False
-    gradient_checkpointing: bool = False
-    dropout: float = 0.0  # ALBERT v2: no dropout in pretraining
-    threads: int | None = None
-    device: str | None = None
-    num_workers: int = 0
+    precision: str = option("auto", "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
+                                    choices=PRECISIONS)
+    compile: bool = option(False, "torch.compile the model (a minute of compilation first)")
+    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
+                                                 "slower")
+    dropout: float = option(0.0, "dropout in pretraining (ALBERT v2: 0)")
+    threads: int | None = option(None, "torch threads (default: torch's choice; under torchrun on CPU, cores / "
+                                       "ranks)")
+    device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
+    num_workers: int = option(0, "data-loading processes (0: in the training process)")
     # bookkeeping
-    seed: int = 0
-    log_every: int = 10
-    eval_every: int = 0  # 0: only at the end
-    eval_batches: int = 20
-    save_every: int = 500
-    keep: int = 3
-    resume: str = "auto"  # "auto" | "none" | a checkpoint directory
-    nan_policy: str = "error"  # "error" | "skip"
-    nan_budget: int = 10
-    tensorboard: bool = False
+    seed: int = option(0, "seed of the initial weights, the masks and the data order")
+    log_every: int = option(10, "steps between log lines and metrics.jsonl records")
+    eval_every: int = option(0, "steps between held-out evaluations (0: only at the end)")
+    eval_batches: int = option(20, "micro-batches in each held-out evaluation")
+    save_every: int = option(500, "steps between checkpoints (one is also saved at the end and at a "
+                                  "--max-time/--max-tokens stop)")
+    keep: int = option(3, "checkpoints kept (older ones are deleted)")
+    resume: str = option("auto", "auto: the newest complete checkpoint in --out; none: refuse a --out holding "
+                                 "checkpoints; or a checkpoint dir")
+    nan_policy: str = option("error", "on a non-finite loss or gradient: error (stop) or skip the step (within "
+                                      "--nan-budget)", choices=("error", "skip"))
+    nan_budget: int = option(10, "skipped steps allowed under --nan-policy skip before stopping")
+    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra)")
     # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
-    max_time: str | None = None  # wall-clock of this invocation: seconds, or "30m", "2h", "1h30m"
-    max_tokens: int | None = None  # training tokens (padded positions included), counted across resumes
-    health: bool = True  # log the representation-health figure (litebert.health) at every log step
+    max_time: str | None = option(None, "stop cleanly after this much wall-clock time, saving a checkpoint: seconds "
+                                        "or 30m, 2h, 1h30m (default: no limit)")
+    max_tokens: int | None = option(None, "stop cleanly after this many training tokens, saving a checkpoint "
+                                          "(default: no limit)")
+    health: bool = option(True, "log the representation-health figure (litebert.health) at every log step, and warn "
+                                "on a collapse (default: on)")
 
     def __post_init__(self) -> None:
         checks = [
@@ -341,7 +359,7 @@ def check_run_dir_matches(run: Run) -> None:
     now = {"model_config": run.config.to_dict(), "tokenizer_fingerprint": run.store.tokenizer_fingerprint,
            "train": dataclasses.asdict(run.cfg)}
     if path.is_file() and run.step > 0:
-        before = json.loads(path.read_text())
+        before = read_json(path, TrainingError, expect=dict, hint="use a new --out")
         if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
             raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
                                 "use a new --out")

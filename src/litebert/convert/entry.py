@@ -13,7 +13,6 @@ exact identity, tied decoder copies are stored once) and stock `transformers` lo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,10 +128,11 @@ def _read_safetensors(folder: Path) -> tuple[dict[str, torch.Tensor], str]:
     if single.is_file():
         return load_tensors(single), single.name
     if index.is_file():
-        try:
-            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        except (OSError, ValueError, KeyError, AttributeError) as exc:
-            raise ConversionError(f"{index}: not a safetensors index ({exc})") from None
+        weight_map = read_json(index, ConversionError, expect=dict, what="a safetensors index").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ConversionError(f"{index}: not a safetensors index (weight_map should map tensor names to shard "
+                                  "file names)")
+        shards = sorted(set(weight_map.values()))
         tensors: dict[str, torch.Tensor] = {}
         for shard in shards:
             tensors.update(load_tensors(folder / shard))

@@ -22,7 +22,6 @@ Layouts:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 from litebert.config import AlbertConfig
 from litebert.convert.tf_bundle import CheckpointReader
 from litebert.errors import ConfigError, ConversionError
+from litebert.files import read_json
 
 TF_SOURCES = ("auto", "tf", "tfhub", "albert_zh")
 
@@ -230,10 +230,8 @@ def _load_config(config: str | Path | dict | None, ckpt_dir: Path) -> tuple[dict
     if isinstance(config, dict):
         return dict(config), None
     path = Path(config) if config is not None else find_official_config(ckpt_dir)
-    try:
-        return json.loads(path.read_text()), str(path)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConversionError(f"{path}: cannot read the ALBERT config: {e}") from e
+    return read_json(path, ConversionError, "ALBERT config not found", expect=dict,
+                     what="an ALBERT config (a JSON object)"), str(path)
 
 
 def _special_ids(folder: Path) -> dict[str, int]:

@@ -393,6 +393,16 @@ def synthetic_inputs(config: AlbertConfig, batch_size: int, seq_len: int, seed: 
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types}
 
 
+def inference_mode(device: torch.device) -> str:
+    """How "ours" runs inference here: "bf16" weights where bf16 matmuls are fast (a bf16 GPU, or a CPU with AMX),
+    int8 dynamic quantization on other CPUs, fp32 on other GPUs. AVX512-BF16 without AMX is not enough: on such a
+    host oneDNN's bf16 matmul measured slower than fp32, and int8 ran batch-1 inference 2.7x faster than bf16
+    (docs/benchmarks.md, "One process: what limits the step")."""
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if "amx_bf16" in cpu_flags() else "int8"
+
+
 def ours_encoder_forward(config: AlbertConfig, inputs: dict[str, torch.Tensor], device: torch.device, mode: str,
                          compile: bool = False, freeze: bool = False) -> Callable[[], Any]:
     """Our AlbertModel (encoder + pooler) forward under no_grad. mode: "fp32"; "bf16-autocast" (fp32 weights);
@@ -476,7 +486,7 @@ def quick_bench(config: AlbertConfig, *, name: str = "model", batch: int = 8, se
                 log: Callable[[str], None] | None = None) -> str:
     """A small version of benchmarks/: one pretraining step and batch-1 inference, ours vs transformers (when
     installed), interleaved. Returns the report as text."""
-    from litebert.device import cpu_has_fast_bf16, pick_device, resolve_precision
+    from litebert.device import pick_device, resolve_precision
     from litebert.model import model_flops_per_token
 
     device = device or pick_device()
@@ -502,8 +512,8 @@ def quick_bench(config: AlbertConfig, *, name: str = "model", batch: int = 8, se
     trained = run_interleaved(train + [calib], repeats=repeats, steps=1, device=device, log=log)
     peak = trained[-1].throughput
 
-    fast = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_fast_bf16()
-    mode = "bf16" if fast else ("int8" if device.type == "cpu" else "fp32")
+    mode = inference_mode(device)
+    fast = mode == "bf16"
     inputs = synthetic_inputs(config, 1, seq_len)
     infer = [Side("ours", _times(ours_encoder_forward(config, inputs, device, mode), 5), 5, 0.0,
                   f"AlbertModel, {mode} weights, eager")]
