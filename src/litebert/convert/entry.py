@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from litebert.config import AlbertConfig
-from litebert.convert.hf_map import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
+from litebert.convert.hf_map import HF_REDUNDANT, choose_model_class, hf_to_ours, needs_projection, rows_for
 from litebert.convert.tf_map import TF_SOURCES, ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
 from litebert.files import check_output, read_json
@@ -192,34 +192,6 @@ def _hf_tokenizer_files(folder: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------------------------------- the model
-
-
-def _heads(names) -> set[str]:
-    prefixes = {"predictions.": "mlm", "sop_classifier.": "sop", "classifier.": "classifier",
-                "qa_outputs.": "qa", "albert.pooler.": "pooler", "pooler.": "pooler"}
-    return {head for n in names for p, head in prefixes.items() if n.startswith(p)}
-
-
-CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
-
-
-def choose_model_class(names, architecture_hint: str | None = None) -> str:
-    """The litebert class for a state dict with these HF names.
-
-    Span head -> QA; classifier -> the hinted classifier class (config.json "architectures"), else sequence
-    classification when a pooler is present and token classification when not (HF's token model has none);
-    MLM + SOP -> pretraining; MLM alone (TF-Hub modules) -> masked LM; no head -> the bare encoder.
-    """
-    heads = _heads(names)
-    if "qa" in heads:
-        return "AlbertForQuestionAnswering"
-    if "classifier" in heads:
-        if architecture_hint in CLASSIFIER_CLASSES:
-            return architecture_hint
-        return "AlbertForSequenceClassification" if "pooler" in heads else "AlbertForTokenClassification"
-    if "mlm" in heads:
-        return "AlbertForPreTraining" if "sop" in heads else "AlbertForMaskedLM"
-    return "AlbertModel"
 
 
 def build_model(hf_config: dict[str, Any], hf_state: dict[str, torch.Tensor], report: ConversionReport):
