@@ -1,7 +1,8 @@
 """Inference, encoder + pooler: litebert AlbertModel vs transformers.AlbertModel, side by side.
 
-ours       AlbertModel with weights stored in bf16 (where bf16 is fast: AMX/AVX512-BF16 CPU or a bf16 GPU; int8 dynamic
-           quantization of the Linear layers on other CPUs) + torch.compile; fused QKV, SDPA.
+ours       AlbertModel with weights stored in bf16 (where bf16 is fast: a CPU with AMX or a bf16 GPU; int8 dynamic
+           quantization of the Linear layers on other CPUs, AVX512-BF16 without AMX included) + torch.compile;
+           fused QKV, SDPA.
 reference  transformers.AlbertModel (sdpa) under bf16 autocast, the usual way to run it in bf16 (the target);
            also shown: HF with weights cast to bf16, and HF fp32.
 Lever rows: ours compiled with inductor's freezing (CPU); ours eager in bf16 weights / bf16 autocast / int8 dynamic /
@@ -16,12 +17,9 @@ from __future__ import annotations
 
 import sys
 
-import torch
-
 import _common as C
 from litebert.lab.bench import (Side, calibration_side, encoder_flops_per_token, hf_encoder_forward,
-                            ours_encoder_forward, run_interleaved, synthetic_inputs)
-from litebert.device import cpu_has_fast_bf16
+                            inference_mode, ours_encoder_forward, run_interleaved, synthetic_inputs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,8 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     device = C.setup(args)
     log = C.logger(args)
     config = C.load_model_config(args.model)
-    fast_bf16 = torch.cuda.is_bf16_supported() if device.type == "cuda" else cpu_has_fast_bf16()
-    mode = "bf16" if fast_bf16 else ("int8" if device.type == "cpu" else "fp32")
+    mode = inference_mode(device)
     compile_ours = args.compile and mode != "int8"
     payload: dict = {"workload": "inference", "mode": mode, "sections": [], "targets": []}
     for B in [int(b) for b in args.batches.split(",")]:

@@ -75,7 +75,7 @@ def estimate_bytes(point: dict[str, Any]) -> tuple[int, int]:
     """(the library's lower bound for all ranks together, the need this script plans for)."""
     from litebert.memory import training_bytes
 
-    config = model_config(point["model"], point["checkpointing"])
+    config = model_config(point["model"])
     per_rank = training_bytes(config, point["batch"] // point["ranks"], point["seq"],
                               min(PREDICTIONS, point["seq"] - 3), point["checkpointing"])
     lower = per_rank * point["ranks"]
@@ -89,10 +89,10 @@ def available_bytes() -> int:
     return available(torch.device("cpu")) or 0
 
 
-def model_config(name: str, checkpointing: bool):
+def model_config(name: str):
     from litebert.config import AlbertConfig
 
-    return AlbertConfig.load(name).replace(gradient_checkpointing=checkpointing)
+    return AlbertConfig.load(name)
 
 
 # ------------------------------------------------------------------------------------------------ one point (child)
@@ -142,15 +142,15 @@ def measure(point: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(0)
     device = torch.device("cpu")
     precision = resolve_precision("auto", device)
-    config = model_config(point["model"], point["checkpointing"])
+    config = model_config(point["model"])
     predictions = min(PREDICTIONS, point["seq"] - 3)
     batch = synthetic_pretraining_batch(config, point["batch"], point["seq"], predictions)
     base_mb = vm_hwm_mb()  # Python + torch + litebert imported, the batch built
     ddp = None
     if point["ranks"] == 1:
-        step = ours_train_step(config, batch, device, precision)
+        step = ours_train_step(config, batch, device, precision, gradient_checkpointing=point["checkpointing"])
     else:  # the ranks are other processes (1 thread each); this one only hands out the steps and waits
-        ddp = DDPSide(config, batch, precision, world=point["ranks"])
+        ddp = DDPSide(config, batch, precision, world=point["ranks"], gradient_checkpointing=point["checkpointing"])
         step = ddp.step
     try:
         t0 = time.perf_counter()

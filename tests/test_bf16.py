@@ -168,3 +168,14 @@ def test_frozen_compiled_bf16_encoder_matches_eager():
     frozen = ours_encoder_forward(cfg, inputs, cpu, "bf16", compile=True, freeze=True)()
     assert frozen.dtype == torch.bfloat16
     assert rel_err(frozen, eager) < BF16_REL_TOL
+
+
+@pytest.mark.parametrize("flags, mode", [({"amx_bf16", "avx512_bf16"}, "bf16"), ({"avx512_bf16"}, "int8"),
+                                         (set(), "int8")])
+def test_inference_benchmark_runs_bf16_only_on_amx(monkeypatch, flags, mode):
+    """The inference benchmark's "ours" stores weights in bf16 only where bf16 matmuls are fast (AMX); AVX512-BF16
+    alone measured slower than fp32, so such a CPU gets int8 dynamic quantization like any other."""
+    import litebert.lab.bench as bench
+
+    monkeypatch.setattr(bench, "cpu_flags", lambda: flags)
+    assert bench.inference_mode(torch.device("cpu")) == mode

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from litebert.checkpoint import (COMMIT, check_state_dict, cleanup_incomplete, find_latest_checkpoint,
-                                 load_safetensors, load_state, safetensors_metadata, save_checkpoint,
-                                 save_safetensors, save_state, validate_checkpoint)
+from litebert.checkpoint import (COMMIT, check_state_dict, cleanup_incomplete, find_latest_checkpoint, load_state,
+                                 save_checkpoint, save_state, validate_checkpoint)
 from litebert.errors import CheckpointError
 
 FILES = ("model.safetensors", "training_state.pt", "trainer_state.json")
@@ -297,29 +296,32 @@ def test_truncated_or_missing_training_state(tmp_path):
         load_state(tmp_path / "nope.pt")
 
 
-# ------------------------------------------------------------------------------------------ safetensors
+# ------------------------------------------------------------------------------------------ weights
 
 
-def test_safetensors_round_trip_and_corruption(tmp_path):
-    path = tmp_path / "model.safetensors"
-    tensors = {"a": torch.randn(4, 3), "b": torch.arange(5), "t": torch.randn(3, 4).t()}  # t: non-contiguous
-    save_safetensors(path, tensors, {"step": "7"})
-    loaded = load_safetensors(path)
-    assert loaded.keys() == tensors.keys() and all(torch.equal(loaded[k], tensors[k]) for k in tensors)
-    assert safetensors_metadata(path) == {"format": "pt", "step": "7"}
+def test_weights_round_trip_and_corruption(tmp_path):
+    """A checkpoint's weights are written and read as a model directory's (pretrained.model_files, load_tensors)."""
+    from safetensors import safe_open
     from safetensors.torch import load_file
 
+    from litebert.pretrained import _write_safetensors, load_tensors
+
+    path = tmp_path / "model.safetensors"
+    tensors = {"a": torch.randn(4, 3), "b": torch.arange(5), "t": torch.randn(3, 4).t()}  # t: non-contiguous
+    _write_safetensors(tensors, path)
+    loaded = load_tensors(path)
+    assert loaded.keys() == tensors.keys() and all(torch.equal(loaded[k], tensors[k]) for k in tensors)
+    with safe_open(str(path), framework="pt") as f:
+        assert f.metadata() == {"format": "pt"}  # HF's convention
     assert torch.equal(load_file(path)["t"], tensors["t"])  # readable by the reference loader
     data = path.read_bytes()
+    assert torch.equal(load_tensors(tmp_path / "never-read", data)["a"], tensors["a"])  # bytes read_verified checked
     for size in (len(data) - 8, 40, 3):
         path.write_bytes(data[:size])
-        with pytest.raises(CheckpointError, match=f"{path}: not a readable safetensors file"):
-            load_safetensors(path)
+        with pytest.raises(CheckpointError, match=f"{path}: cannot read safetensors"):
+            load_tensors(path)
     with pytest.raises(CheckpointError, match="not found"):
-        load_safetensors(tmp_path / "missing.safetensors")
-    shared = torch.zeros(4)
-    with pytest.raises(CheckpointError, match="cannot save tensors"):
-        save_safetensors(tmp_path / "tied.safetensors", {"x": shared, "y": shared})
+        load_tensors(tmp_path / "missing.safetensors")
 
 
 def test_check_state_dict_names_file_and_tensors():

@@ -43,6 +43,7 @@ def test_every_option_says_what_its_default_means_and_every_command_ends_with_an
             where = f"{name} {'/'.join(action.option_strings) or action.dest}"
             assert action.help, f"{where}: no help"
             assert "default: None" not in action.help, where
+            assert " object at 0x" not in action.help, f"{where}: a default printed as a Python object"
             if action.option_strings and not action.required and action.default not in (None, False):
                 assert "default" in action.help, f"{where}: help does not say what the default {action.default!r} is"
     assert {"finetune", "pretrain", "data build", "tokenizer train", "predict"} <= seen

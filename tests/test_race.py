@@ -97,5 +97,5 @@ def test_race_errors(tmp_path):
     with pytest.raises(DataFormatError, match="no field 'article'"):
         read_race(tmp_path)
     (tmp_path / "1.txt").write_text("{not json")
-    with pytest.raises(DataFormatError, match="not a RACE JSON object"):
+    with pytest.raises(DataFormatError, match=r"1\.txt:1: not valid JSON \(.*\); a RACE file holds one JSON object"):
         read_race(tmp_path)

@@ -203,7 +203,7 @@ def test_missing_column_names_file_and_column(tmp_path):
 
 def test_bad_lines_name_file_and_line(tmp_path):
     path = _write(tmp_path / "train.jsonl", '{"a": "x", "y": "1"}\n{"a": "x", "y": \n')
-    with pytest.raises(DataFormatError, match=r"train\.jsonl:2: not a JSON object"):
+    with pytest.raises(DataFormatError, match=r"train\.jsonl:2: not valid JSON \(Expecting value at column 17\)"):
         read_examples(custom_task(format="jsonl", text_columns=["a"], label_column="y"), path, "train")
     path = _write(tmp_path / "dev.tsv", "sentence\tlabel\ngood\t1\nbad row without a tab\ngood\t0\n")
     with pytest.raises(DataFormatError, match=r"dev\.tsv:3: 1 fields but the header has 2"):

@@ -16,7 +16,7 @@ Exactly one process saves into a run dir (rank 0, after a barrier): concurrent r
 what broke HF Trainer's two attempts at this scheme. The temp dir sits inside RUN_DIR so the rename never
 crosses file systems (EXDEV).
 
-File contents: weights in safetensors (`save_safetensors`); everything else (optimizer, scheduler, scaler, RNG
+File contents: weights in safetensors (`pretrained.model_files`); everything else (optimizer, scheduler, scaler, RNG
 states as tensors, data position as ints) through `save_state`, which `load_state` reads back with
 `torch.load(weights_only=True)`, so a checkpoint file can never run code.
 """
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from litebert.errors import CheckpointError, ConfigError
-from litebert.files import disk_error, fsync_dir, reason, write_through
+from litebert.files import disk_error, fsync_dir, read_json, reason, write_through
 
-# torch and safetensors are imported inside the functions that need them: finding and cleaning checkpoints
+# torch is imported inside the functions that need it: finding and cleaning checkpoints
 # (the CLI's `--resume auto`, the crash tests' subprocesses) should not pay for importing torch.
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, writers: Mapping[str,
     """Write `run_dir/checkpoint-{step}/` atomically and return its path.
 
     `writers` maps a file name to a function that writes that one file at the path it is given (for example
-    `lambda p: save_safetensors(p, weights)`). If checkpoint-{step} exists it is replaced. Afterwards complete
+    `pretrained.model_files(model)`). If checkpoint-{step} exists it is replaced. Afterwards complete
     checkpoints with a lower step are deleted until `keep` remain, the new one included (None keeps all).
     A disk error (full, read-only, permission denied; also when safetensors or torch report it as their own
     exception) removes the partial save and becomes a CheckpointError; any other exception from a writer also
@@ -238,13 +238,11 @@ def validate_checkpoint(path: str | os.PathLike, verify: bool = False) -> dict[s
     commit = path / COMMIT
     if not path.is_dir():
         raise CheckpointError(f"{path}: not a checkpoint directory")
-    try:
-        manifest = json.loads(commit.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not commit.exists():
         raise CheckpointError(f"{path}: no {COMMIT} marker, so its save never finished; resume from an earlier "
-                              "checkpoint (cleanup_incomplete removes this one)") from None
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{commit}: unreadable commit marker ({e}); resume from an earlier checkpoint") from e
+                              "checkpoint (cleanup_incomplete removes this one)")
+    manifest = read_json(commit, CheckpointError,
+                         hint="the commit marker is damaged: resume from an earlier checkpoint")
     if not (isinstance(manifest, dict) and manifest.get("format") == FORMAT
             and isinstance(manifest.get("files"), dict) and isinstance(manifest.get("step"), int)):
         raise CheckpointError(f"{commit}: not a {FORMAT} commit marker")
@@ -419,64 +417,7 @@ def load_state(path: str | os.PathLike, data: bytes | None = None) -> Any:
                               "(those are refused, never executed); resume from an earlier checkpoint") from e
 
 
-# ------------------------------------------------------------------------------------------ safetensors
-
-
-def save_safetensors(path: str | os.PathLike, tensors: Mapping[str, Any],
-                     metadata: Mapping[str, str] | None = None) -> None:
-    """Write `tensors` to a safetensors file with header metadata {"format": "pt", **metadata} (HF's convention).
-
-    Tensors that share memory (tied weights) are refused by safetensors: drop the tied duplicate first.
-    """
-    from safetensors.torch import save_file
-
-    meta = {"format": "pt", **(metadata or {})}
-    bad = [k for k, v in meta.items() if not isinstance(k, str) or not isinstance(v, str)]
-    if bad:
-        raise CheckpointError(f"{path}: safetensors metadata must map str to str; bad entries: {bad}")
-    try:
-        save_file({name: t.contiguous() for name, t in tensors.items()}, os.fspath(path), metadata=meta)
-    except Exception as e:
-        if disk_error(e) is not None:
-            raise  # a full or read-only disk: the caller's atomic save reports it with its reason
-        if not isinstance(e, (RuntimeError, ValueError)):
-            raise
-        raise CheckpointError(f"{path}: cannot save tensors: {e}") from e
-
-
-def _open_safetensors(path: str | os.PathLike, device: str = "cpu"):
-    from safetensors import safe_open
-
-    if not Path(path).is_file():
-        raise CheckpointError(f"{path}: safetensors file not found")
-    return safe_open(os.fspath(path), framework="pt", device=device)
-
-
-def _corrupt(path: str | os.PathLike, e: Exception) -> CheckpointError:
-    return CheckpointError(f"{path}: not a readable safetensors file ({e}); it is truncated or corrupt, "
-                           "re-export it or use an earlier checkpoint")
-
-
-def load_safetensors(path: str | os.PathLike, device: str = "cpu") -> dict[str, Any]:
-    """All tensors of a safetensors file; a missing, truncated or corrupt file raises CheckpointError naming it."""
-    from safetensors import SafetensorError
-
-    try:
-        with _open_safetensors(path, device) as f:
-            return {name: f.get_tensor(name) for name in f.keys()}
-    except (SafetensorError, OSError, ValueError) as e:
-        raise _corrupt(path, e) from e
-
-
-def safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
-    """The header metadata of a safetensors file (reads only the header)."""
-    from safetensors import SafetensorError
-
-    try:
-        with _open_safetensors(path) as f:
-            return dict(f.metadata() or {})
-    except (SafetensorError, OSError, ValueError) as e:
-        raise _corrupt(path, e) from e
+# ------------------------------------------------------------------------------------------ weights
 
 
 def check_state_dict(expected: Mapping[str, Any], got: Mapping[str, Any], file: str | os.PathLike,

@@ -19,10 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from litebert.errors import ConfigError
+from litebert.files import read_json
 
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "linear")
 SHARING_MODES = ("all", "attention", "ffn", "none")
 PROBLEM_TYPES = ("single_label_classification", "regression", "multi_label_classification")
+# Keys older config files carry that no longer describe the model; reading such a file ignores them. Activation
+# checkpointing is a training option now (--gradient-checkpointing; model.set_gradient_checkpointing): it never
+# changed the weights or the outputs, only memory and speed.
+RETIRED_FIELDS = ("gradient_checkpointing",)
 
 
 @dataclass
@@ -53,7 +58,6 @@ class AlbertConfig:
     problem_type: str | None = None
     label_names: list[str] | None = None
     qa_answerability: bool = False  # SQuAD v2.0: add a has-answer head on [CLS]
-    gradient_checkpointing: bool = False
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
@@ -147,6 +151,7 @@ class AlbertConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> "AlbertConfig":
+        data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         return dataclass_from_dict(cls, data, source, what="config field")
 
     def to_json(self, path: str | Path) -> None:
@@ -241,6 +246,14 @@ _HF_EXTRA_FIELDS = ["layer_norm_eps", "classifier_dropout_prob", "pad_token_id",
 _LITEBERT_HF_EXTRAS = ["qa_answerability"]
 
 
+def option(default: Any = dataclasses.MISSING, help: str = "", choices: tuple[str, ...] | None = None) -> Any:
+    """A field of an options dataclass (fine-tuning, pretraining, serving) that carries its own help text and
+    allowed values. The command line builds one --flag per field from these (cli/_common.add_dataclass_args), so
+    what an option means is written once, beside the field, for library and CLI users alike."""
+    metadata = {"help": help} if choices is None else {"help": help, "choices": choices}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 def dataclass_from_dict(cls, data: dict[str, Any], source: str, error: type = ConfigError, what: str = "field"):
     """cls(**data), where an unknown key or a bad value is an `error` naming `source` (a file, usually)."""
     unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
@@ -253,19 +266,7 @@ def dataclass_from_dict(cls, data: dict[str, Any], source: str, error: type = Co
 
 
 def _read_json(path: str | Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: JSON nested too deeply to read") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object at the top level")
-    return data
+    return read_json(path, ConfigError, "config file not found", expect=dict, what="a JSON object at the top level")
 
 
 def _albert(hidden: int, layers: int, heads: int, v2: bool, **extra: Any) -> dict[str, Any]:

@@ -13,15 +13,23 @@ package, exports a tiny model in about a second, and its SDPA symbolic (opset >=
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 from litebert.errors import ConversionError, TokenizerError
-from litebert.files import check_output
+from litebert.files import atomic_write_bytes, check_output
+from litebert.model import MODEL_CLASSES
+from litebert.pipelines import EXPORT_TASKS
+from litebert.records import CONFIG_NAME, INFERENCE_RECORD, read_record
+from litebert.rundir import resolve_model_dir
+from litebert.tokenizer import load_tokenizer
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 EXPORTERS = ("torchscript", "dynamo")
@@ -115,8 +123,6 @@ def example_inputs(config, batch: int, seq_len: int, choices: int | None = None,
 
 def load_for_task(model_dir: str | Path, task: str):
     """The task's litebert class from `model_dir`; a head that would be freshly initialised is an error."""
-    from litebert.model import MODEL_CLASSES
-
     if task not in TASKS:
         raise ConversionError(f"task {task!r} is not one of {', '.join(TASKS)} (--task)")
     spec = TASKS[task]
@@ -138,8 +144,6 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None,
     a deployable unit. When onnxruntime is installed and `verify`, the graph runs at a shape other than the
     traced one and must match PyTorch within atol. quantize="int8": onnxruntime's dynamic quantization (int8
     weights, activations quantized per call) of the verified graph; its difference from PyTorch is reported."""
-    from litebert.rundir import resolve_model_dir
-
     if exporter not in EXPORTERS:
         raise ConversionError(f"exporter {exporter!r} is not one of {', '.join(EXPORTERS)}")
     if opset < MIN_OPSET:
@@ -183,14 +187,10 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None,
 
 
 def _record(model_dir: Path):
-    from litebert.records import read_record
-
     return read_record(model_dir)[1]
 
 
 def _pipeline_export_task(pipeline_task: str) -> str:
-    from litebert.pipelines import EXPORT_TASKS
-
     return EXPORT_TASKS[pipeline_task]
 
 
@@ -206,14 +206,6 @@ def _destination(out: Path, model_dir: Path) -> tuple[Path, Path]:
 
 def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record, notes: list[str]) -> list[Path]:
     """config.json, the tokenizer and inference.json next to the graph: what a deployment loads."""
-    import dataclasses
-    import json
-
-    from litebert.files import atomic_write_bytes
-    from litebert.pipelines import EXPORT_TASKS
-    from litebert.records import CONFIG_NAME, INFERENCE_RECORD
-    from litebert.tokenizer import load_tokenizer
-
     atomic_write_bytes(out_dir / CONFIG_NAME, (model_dir / CONFIG_NAME).read_bytes())
     files = [out_dir / CONFIG_NAME]
     try:
@@ -275,8 +267,6 @@ def _export_dynamo(wrapper, args, out, in_axes, outputs, opset, max_positions) -
     except ImportError:
         raise ConversionError("the dynamo exporter needs the onnxscript package (pip install onnxscript); "
                               "the default exporter='torchscript' does not") from None
-    from torch.export import Dim
-
     dims = {a: Dim(a, max=max_positions) if a == "sequence" else Dim(a) for a in in_axes}
     shapes = {n: {i: dims[a] for i, a in enumerate(in_axes)} for n in INPUT_NAMES}
     size = sum(p.numel() * p.element_size() for p in wrapper.parameters())
@@ -308,7 +298,7 @@ def _verify(wrapper, out: Path, spec: TaskSpec, result: ExportResult, atol: floa
 
 def _compare(wrapper, out: Path, spec: TaskSpec, result: ExportResult, gen) -> tuple[dict[str, float], tuple]:
     """Per output, max |onnxruntime - PyTorch| on fresh padded inputs of another shape than the traced one."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # the [onnx] extra; _verify only calls this when it is installed
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

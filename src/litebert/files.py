@@ -1,10 +1,11 @@
-"""Durable file writes, shared by checkpoints, the token store, tokenizers and run records.
+"""Durable file writes and careful JSON reads, shared by checkpoints, the token store, tokenizers and run records.
 
 `atomic_write` is write-to-temporary, fsync, rename: a reader (or a crash) sees the old file or the new one, never
 half of one. `fsync_dir` makes the rename itself durable. `check_output` proves at start that an output can be
 written; `OutputLock` keeps a second litebert process out of a run or store directory; `disk_error` finds the
-OSError behind a failed write even where a writer reported it as something else. No torch here, so the tokenizer
-can use it too.
+OSError behind a failed write even where a writer reported it as something else. `read_json` / `parse_json` are the
+one JSON reading ladder (open, decode, parse, type check), each failure an error naming the file and line. No torch
+here, so the tokenizer can use it too.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
-from litebert.errors import CheckpointError, OutputError
+from litebert.errors import CheckpointError, OutputError, where
 
 # What a write failure means to the user, by errno (the rest use the system's strerror).
 REASONS = {
@@ -282,13 +284,45 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def read_json(path: Path, error: type[Exception], missing: str = "not found"):
-    """The parsed JSON of `path`; a missing file or bad JSON raises `error` naming the file."""
-    import json
+# ------------------------------------------------------------------------------------------ reading JSON
 
+
+def parse_json(text: str, source: str | os.PathLike, error: type[Exception], line: int | None = None,
+               hint: str = "") -> Any:
+    """json.loads(text); bad JSON raises `error` naming `source` and the line at fault.
+
+    `line`: the line of `source` that `text` is (one JSONL record); None when `text` is the whole file.
+    `hint`: what the user can do about it, appended to the message.
+    """
+    tail = f"; {hint}" if hint else ""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        at = where(source, e.lineno if line is None else line + e.lineno - 1)
+        raise error(f"{at}: not valid JSON ({e.msg} at column {e.colno}){tail}") from None
+    except RecursionError:
+        raise error(f"{where(source, line)}: JSON nested too deeply to read{tail}") from None
+
+
+def read_json(path: str | os.PathLike, error: type[Exception], missing: str = "not found",
+              expect: type | None = None, what: str = "a JSON object", hint: str = "") -> Any:
+    """The parsed JSON of the file `path`: open, decode UTF-8, parse, and check the top-level type.
+
+    Each step's failure raises `error` naming the file (and the line, for bad JSON): a missing file says
+    "{path}: {missing}"; `expect` (dict, list) is the type the top level must have, described by `what`;
+    `hint` (what to do about it) ends every message but the missing file's.
+    """
+    path = Path(path)
+    tail = f"; {hint}" if hint else ""
+    try:
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise error(f"{path}: {missing}") from None
-    except (OSError, ValueError) as exc:
-        raise error(f"{path}: not valid JSON ({exc})") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: invalid UTF-8 ({e.reason} at byte {e.start}){tail}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read ({reason(e)}){tail}") from None
+    data = parse_json(text, path, error, hint=hint)
+    if expect is not None and not isinstance(data, expect):
+        raise error(f"{path}: expected {what}, got {type(data).__name__}{tail}")
+    return data

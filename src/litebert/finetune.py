@@ -23,67 +23,96 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from litebert import model as models
+from litebert.config import option
 from litebert.data.examples import Example, Examples
-from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, feature_length, get_task, label_list_for,
-                                 pad_features, read_examples, split_path)
-from litebert.device import autocast, pick_device, resolve_precision
+from litebert.data.ner import align_predictions, encode_token_examples
+from litebert.data.race import encode_race, race_accuracy
+from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
+from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
+                                 label_list_for, pad_features, read_examples, split_path)
+from litebert.device import PRECISIONS, autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
-from litebert.files import holding_run_dir
+from litebert.files import holding_run_dir, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
+from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
+from litebert.tokenizer import load_tokenizer
 
 
 @dataclass
 class FinetuneConfig:
-    task: str = "sst-2"  # a task name (litebert.data.tasks.TASKS) or "custom"
-    model: str = ""  # model directory (pretraining checkpoint, converted or HF dir)
-    data: str = ""  # task folder, or a train file
-    out: str = "runs/finetune"
-    dev: str | None = None  # dev file, when --data is a file
+    task: str = option("sst-2", "a task name (litebert.data.tasks.TASKS) or custom")
+    model: str = option("", "a model directory (converted, Hugging Face, or a pretraining checkpoint), a pretraining "
+                            "run dir (its newest checkpoint) or a Hub id in the local Hugging Face cache")
+    data: str = option("", "the task folder (train and dev files by the task's names), or a training file with --dev")
+    out: str = option("runs/finetune", "run directory: best/, metrics.jsonl, finetune.json (the settings; --config "
+                                       "repeats the run), result.json")
+    dev: str | None = option(None, "dev file, when --data is a training file (default: the task folder's dev split)")
     # custom tasks
-    format: str | None = None  # csv | tsv | jsonl
-    text_columns: str | None = None  # "a" or "a,b"
-    label_column: str | None = None
-    head: str = "classification"  # classification | regression | multilabel
+    format: str | None = option(None, "custom task: file format (default: from the run record, for "
+                                      "evaluate/predict)", choices=("csv", "tsv", "jsonl"))
+    text_columns: str | None = option(None, "custom task: one text column, or two as a,b (default: from the run "
+                                            "record)")
+    label_column: str | None = option(None, "custom task: label column (default: from the run record)")
+    head: str = option("classification", "custom task: classification (labels from train), regression (a number) "
+                                         "or multilabel", choices=("classification", "regression", "multilabel"))
     # hyperparameters: None = the task's defaults (paper Table 14 where it has them)
-    lr: float | None = None
-    batch_size: int | None = None  # examples per optimizer step
-    micro_batch_size: int | None = None  # examples per forward pass (None: batch_size); accumulation makes up the rest
-    steps: int | None = None
-    epochs: float | None = None
-    warmup_ratio: float | None = None
-    warmup_steps: int | None = None  # instead of warmup_ratio
-    max_seq_length: int | None = None
-    albert_dropout: float | None = None
-    classifier_dropout: float | None = None
-    optimizer: str = "adamw"
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    grad_accum: int | None = None  # old spelling: micro batch = batch_size, batch per step = batch_size x grad_accum
+    lr: float | None = option(None, "peak learning rate (default: the task's: paper Table 14, else 2e-5)")
+    batch_size: int | None = option(None, "examples per optimizer step (default: the task's: paper Table 14, else "
+                                          "32)")
+    micro_batch_size: int | None = option(None, "examples per forward pass; accumulation makes up --batch-size "
+                                                "(default: --batch-size)")
+    steps: int | None = option(None, "optimizer steps (default: the paper's for a Table 14 task on its full "
+                                     "training set, else from --epochs)")
+    epochs: float | None = option(None, "passes over the training set, when --steps is not given (default: 3 "
+                                        "where the paper gives no steps, or on a subset such as "
+                                        "--max-train-examples)")
+    warmup_ratio: float | None = option(None, "linear warmup as a share of the steps (default: the task's: paper "
+                                              "warmup / steps, else 0.1)")
+    warmup_steps: int | None = option(None, "linear warmup steps, instead of --warmup-ratio (default: from "
+                                            "--warmup-ratio)")
+    max_seq_length: int | None = option(None, "tokens per example, longer ones truncated (default: the task's: "
+                                              "paper Table 14, else 128)")
+    albert_dropout: float | None = option(None, "dropout inside the encoder (default: the task's: paper Table 14, "
+                                                "else 0)")
+    classifier_dropout: float | None = option(None, "dropout before the task head (default: the task's, 0.1)")
+    optimizer: str = option("adamw", "adamw, lamb or adamw_official (the BERT code's AdamW)",
+                            choices=("adamw", "lamb", "adamw_official"))
+    weight_decay: float = option(0.01, "decoupled weight decay")
+    max_grad_norm: float = option(1.0, "gradient clipping norm")
+    grad_accum: int | None = option(None, "old spelling: micro batch = batch_size, batch per step = batch_size x "
+                                          "grad_accum")
     # span QA
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best: int = 20
-    max_answer_length: int = 30
+    doc_stride: int = option(128, "span tasks: stride between windows over a long context, in tokens")
+    max_query_length: int = option(64, "span tasks: question tokens kept")
+    n_best: int = option(20, "span tasks: candidate answers considered per question")
+    max_answer_length: int = option(30, "span tasks: longest answer, in tokens")
     # run
-    precision: str = "auto"
-    seed: int = 0
-    eval_every: int | None = None  # steps; None: once per epoch (and at the end)
-    patience: int = 0  # early stop after this many evaluations without improvement (0: never)
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    eval_batch_size: int = 64
-    log_every: int = 20
-    device: str | None = None
-    threads: int | None = None
-    # Draw the pooler ([CLS] -> dense -> tanh) afresh with the model's own initialisation before fine-tuning: the
-    # pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
-    reinit_pooler: bool = False
+    precision: str = option("auto", "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
+                            choices=PRECISIONS)
+    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
+                                                 "slower")
+    seed: int = option(0, "seed of the head's initialisation, dropout and the data order")
+    eval_every: int | None = option(None, "steps between dev evaluations (default: once per epoch, and at the "
+                                          "end)")
+    patience: int = option(0, "stop after this many evaluations without a better dev score (0: never stop early)")
+    max_train_examples: int | None = option(None, "use only the first N training examples (default: all); the "
+                                                  "schedule then defaults to 3 epochs")
+    max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)")
+    eval_batch_size: int = option(64, "examples per forward pass when scoring")
+    log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records")
+    device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
+    threads: int | None = option(None, "torch threads (default: torch's choice)")
+    # The pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
+    reinit_pooler: bool = option(False, "re-initialise the pooler ([CLS] -> dense -> tanh) with the model's own "
+                                        "initialisation before fine-tuning (drawn from --seed)")
     # A rerun into a directory that already holds a run would mix two runs' metrics.jsonl records and leave the old
     # best/ in place until the new run beats its score, so it is refused unless asked for.
-    overwrite: bool = False
+    overwrite: bool = option(False, "replace the run already in --out (its metrics.jsonl, best/ and result.json); "
+                                    "default: refuse")
 
 
 # --------------------------------------------------------------------------------------------- task kinds
@@ -91,7 +120,6 @@ class FinetuneConfig:
 
 class Kind:
     """How one head family turns examples into features and model outputs into metrics/predictions."""
-
     model_class: str
     input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -126,8 +154,6 @@ class SentenceKind(Kind):
         return 1 if label_list is None else len(label_list)
 
     def encode(self, examples, tokenizer, spec, cfg, label_list):
-        from litebert.data.tasks import encode_examples
-
         return encode_examples(examples, tokenizer, cfg.max_seq_length, label_list)
 
     def targets(self, batch):
@@ -142,8 +168,6 @@ class SentenceKind(Kind):
         return logits.argmax(-1)
 
     def score(self, examples, features, outputs, spec, label_list):
-        from litebert.metrics import compute_metrics
-
         gold = [f["label"] for f in features]
         return compute_metrics(spec.metrics, self._decide(outputs, spec), np.asarray(gold))
 
@@ -176,8 +200,6 @@ class TokenKind(Kind):
     model_class = "AlbertForTokenClassification"
 
     def encode(self, examples, tokenizer, spec, cfg, label_list):
-        from litebert.data.ner import encode_token_examples
-
         return encode_token_examples(examples, tokenizer, cfg.max_seq_length, label_list)
 
     def targets(self, batch):
@@ -187,13 +209,9 @@ class TokenKind(Kind):
         return list(out.logits.float().argmax(-1).cpu().numpy())
 
     def _tags(self, examples, features, outputs, label_list):
-        from litebert.data.ner import align_predictions
-
         return align_predictions(examples, features, outputs, label_list)
 
     def score(self, examples, features, outputs, spec, label_list):
-        from litebert.metrics import conlleval
-
         tags, truncated = self._tags(examples, features, outputs, label_list)
         result = conlleval([ex.labels for ex in examples], tags)
         return {k: v for k, v in result.items() if isinstance(v, (int, float))} | {"truncated_words": truncated}
@@ -213,8 +231,6 @@ class SpanKind(Kind):
         return 2
 
     def encode(self, examples, tokenizer, spec, cfg, label_list):
-        from litebert.data.squad import convert_examples_to_features
-
         return convert_examples_to_features(examples, tokenizer, cfg.max_seq_length, cfg.doc_stride,
                                             cfg.max_query_length)
 
@@ -227,23 +243,18 @@ class SpanKind(Kind):
         return list(zip(start, end))
 
     def _decode(self, examples, features, outputs, spec):
-        from litebert.data.squad import postprocess_predictions
-
         return postprocess_predictions(examples, features, [o[0] for o in outputs], [o[1] for o in outputs],
                                        n_best=self.cfg.n_best, max_answer_length=self.cfg.max_answer_length,
                                        version_2=spec.version_2)
 
     def score(self, examples, features, outputs, spec, label_list):
-        from litebert import metrics
-        from litebert.data.squad import squad_references
-
         preds, null_odds = self._decode(examples, features, outputs, spec)
         refs = squad_references(examples)
         if spec.format == "cmrc2018":
-            return metrics.cmrc2018(refs, preds)
+            return cmrc2018(refs, preds)
         if spec.version_2:
-            return metrics.squad_v2(refs, preds, na_probs=null_odds)
-        return metrics.squad_v1(refs, preds)
+            return squad_v2(refs, preds, na_probs=null_odds)
+        return squad_v1(refs, preds)
 
     def predictions(self, examples, features, outputs, spec, label_list):
         preds, null_odds = self._decode(examples, features, outputs, spec)
@@ -258,16 +269,12 @@ class ChoiceKind(Kind):
         return 1
 
     def encode(self, examples, tokenizer, spec, cfg, label_list):
-        from litebert.data.race import encode_race
-
         return encode_race(examples, tokenizer, cfg.max_seq_length)
 
     def targets(self, batch):
         return {"labels": batch["label"]} if "label" in batch else {}
 
     def score(self, examples, features, outputs, spec, label_list):
-        from litebert.data.race import race_accuracy
-
         return race_accuracy(examples, np.stack(outputs).argmax(-1))
 
     def predictions(self, examples, features, outputs, spec, label_list):
@@ -371,9 +378,6 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, e
 
 
 def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpec, cfg: FinetuneConfig | None):
-    import litebert.model as models
-    from litebert.tokenizer import load_tokenizer
-
     tokenizer = load_tokenizer(model_dir)
     overrides: dict[str, Any] = {}
     if cfg is not None:  # training: the head follows the task; eval/predict: the saved head as it is
@@ -398,6 +402,7 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
                               f"first (litebert finetune {spec.name} --model {model_dir} ...) and pass that run dir")
     if cfg is not None:
         check_positions(model, cfg.max_seq_length, model_dir)
+        model.set_gradient_checkpointing(cfg.gradient_checkpointing)
     return model, tokenizer
 
 
@@ -567,7 +572,7 @@ def run_record(model_dir: str | Path) -> dict:
     path = Path(model_dir)
     for candidate in (path / "finetune.json", path.parent / "finetune.json"):
         if candidate.is_file() and (candidate.parent / "best").is_dir():
-            return json.loads(candidate.read_text())
+            return read_json(candidate, CheckpointError, expect=dict)
     return {}
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from litebert.tokenizer import load_tokenizer
+
 COLLAPSE_SPREAD = 0.01
 HEALTH_BATCH = 16  # sequences in the fixed held-out batch: enough for a stable spread, cheap at every log step
 
@@ -112,8 +114,6 @@ def store_health_batch(store, max_seq_length: int, size: int = HEALTH_BATCH) -> 
 
 def texts_health_batch(tokenizer_dir: str | Path, texts: list[str], max_seq_length: int) -> dict[str, torch.Tensor]:
     """A batch of `texts` encoded with the model's tokenizer, for checking a model without its store."""
-    from litebert.tokenizer import load_tokenizer
-
     tok = load_tokenizer(tokenizer_dir)
     enc = tok.batch_encode(texts, max_length=max_seq_length, padding="longest", return_tensors="pt")
     return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}

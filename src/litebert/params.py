@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from litebert.config import AlbertConfig
+from litebert.model import AlbertModel
 
 # (label, preset, overrides, the paper's rounded figure)
 TABLE_1 = [
@@ -34,8 +35,6 @@ TABLE_4 = [(f"E={e} {mode}", "albert-base", {"embedding_size": e, "sharing": mod
 
 def count_parameters(config: AlbertConfig) -> int:
     """Encoder + pooler parameters, counted on the meta device (no memory, no init time)."""
-    from litebert.model import AlbertModel
-
     with torch.device("meta"):
         return AlbertModel(config).num_parameters()
 

@@ -7,10 +7,10 @@ their panel, never over a curve.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from litebert.errors import LitebertError
+from litebert.files import parse_json
 
 PRETRAIN_PANELS = [
     ("loss", ["loss", "mlm_loss", "sop_loss", "eval_mlm_loss"]),
@@ -31,10 +31,7 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     records = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise LitebertError(f"{path}:{n}: not valid JSON ({exc})") from None
+            records.append(parse_json(line, path, LitebertError, line=n))
     return records
 
 

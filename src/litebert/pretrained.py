@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from safetensors.torch import load, load_file, save_file
 
 from litebert.config import AlbertConfig
 from litebert.convert.hf_map import hf_to_ours, needs_projection, ours_to_hf
@@ -30,8 +31,6 @@ HEAD_PREFIXES = ("mlm.", "sop.", "classifier.", "qa_outputs.", "answer_class.")
 
 def load_tensors(file: str | Path, data: bytes | None = None) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file; `data`: its bytes, already read (and checked) by the caller."""
-    from safetensors.torch import load, load_file
-
     if data is None and not Path(file).is_file():
         raise CheckpointError(f"{file}: weights file not found")
     try:
@@ -41,8 +40,6 @@ def load_tensors(file: str | Path, data: bytes | None = None) -> dict[str, torch
 
 
 def _write_safetensors(tensors: dict[str, torch.Tensor], file: Path) -> None:
-    from safetensors.torch import save_file
-
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(file), metadata={"format": "pt"})
 
 

@@ -42,13 +42,7 @@ PROBLEM_HEADS = {"regression": "regression", "multi_label_classification": "mult
 
 def read_json_object(path: Path) -> dict:
     """A JSON object from a model directory's file; anything else is a CheckpointError naming the file."""
-    try:
-        data = read_json(path, CheckpointError, f"not found; is {path.parent} a model directory?")
-    except RecursionError:
-        raise CheckpointError(f"{path}: JSON nested too deeply to read") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+    return read_json(path, CheckpointError, f"not found; is {path.parent} a model directory?", expect=dict)
 
 
 def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:

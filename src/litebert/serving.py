@@ -29,6 +29,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
 
+from litebert.config import option
 from litebert.errors import ConfigError, LitebertError
 
 ENV_CONFIG = "LITEBERT_SERVE_CONFIG"  # how --workers N passes the settings to each worker process
@@ -36,21 +37,25 @@ ENV_CONFIG = "LITEBERT_SERVE_CONFIG"  # how --workers N passes the settings to e
 
 @dataclass
 class ServeConfig:
-    model: str
-    host: str = "127.0.0.1"
-    port: int = 8080
-    workers: int = 1
-    backend: str = "fp32"  # fp32 | bf16 | onnx
-    onnx_file: str | None = None
-    batching: bool = True
-    max_batch_size: int = 32  # items per model call
-    max_wait_ms: float = 5.0  # how long the first request of a batch waits for company
-    max_items: int = 64  # items per request
-    max_text_chars: int = 20_000  # per text field
-    max_request_bytes: int = 1_000_000
-    timeout_s: float = 30.0  # per request, queueing included
-    threads: int | None = None  # torch / onnxruntime intra-op threads
-    graceful_s: float = 30.0  # how long SIGTERM waits for in-flight requests
+    model: str = option(help="model directory, fine-tuning run directory, or export-onnx directory (its task is "
+                             "served)")
+    host: str = option("127.0.0.1", "address to listen on (default: 127.0.0.1, this machine only)")
+    port: int = option(8080, "port to listen on")
+    workers: int = option(1, "server processes, each with its own copy of the model")
+    backend: str = option("fp32", "fp32 | bf16 | onnx")
+    onnx_file: str | None = option(None, "the .onnx file for --backend onnx (default: the one in the export "
+                                         "directory)")
+    batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
+                                  "call each)")
+    max_batch_size: int = option(32, "most items per model call")
+    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more (default: 5)")
+    max_items: int = option(64, "most texts per request")
+    max_text_chars: int = option(20_000, "longest text field, in characters")
+    max_request_bytes: int = option(1_000_000, "largest request body")
+    timeout_s: float = option(30.0, "per-request limit, queueing included; past it the answer is a 504 "
+                                      "(default: 30)")
+    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)")
+    graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)")
 
     def check(self) -> "ServeConfig":
         positive = ("port", "workers", "max_batch_size", "max_items", "max_text_chars", "max_request_bytes")

@@ -29,7 +29,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from litebert.errors import ConfigError, TokenizerError, where
-from litebert.files import atomic_write_bytes
+from litebert.files import atomic_write_bytes, read_json
 from litebert.hub_cache import resolve_model_path
 from litebert.tokenizer_json import TOKENIZER_JSON, read_tokenizer_json
 
@@ -399,13 +399,7 @@ def _read_config(directory: Path) -> dict:
     path = directory / TOKENIZER_CONFIG
     if not path.exists():
         return {}
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:
-        raise TokenizerError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise TokenizerError(f"{path}: expected a JSON object")
-    return config
+    return read_json(path, TokenizerError, expect=dict)
 
 
 # ----------------------------------------------------------------------------------------------------------------

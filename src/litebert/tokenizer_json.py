@@ -37,8 +37,8 @@ _BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
 def read_tokenizer_json(directory: Path) -> tuple[str, bytes]:
     """("spm", SentencePiece model bytes) or ("wordpiece", vocab.txt bytes) for a transformers-5 directory."""
     path = directory / TOKENIZER_JSON
-    data = read_json(path, TokenizerError)
-    model = data.get("model") if isinstance(data, dict) else None
+    data = read_json(path, TokenizerError, expect=dict)
+    model = data.get("model")
     kind = model.get("type") if isinstance(model, dict) else None
     if kind == "Unigram":
         return "spm", spm_model_from_unigram(data, path)

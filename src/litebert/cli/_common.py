@@ -4,7 +4,6 @@ hidden aliases for old flag spellings, and `--config FILE`."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 
@@ -20,13 +19,12 @@ def add_alias(parser, old: str, dest: str, **kwargs) -> None:
     parser.add_argument(old, dest=dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
 
 
-def add_dataclass_args(parser, cls, help: dict[str, str], required: tuple[str, ...] = (),
-                       skip: tuple[str, ...] = (), choices: dict[str, tuple] | None = None,
+def add_dataclass_args(parser, cls, required: tuple[str, ...] = (), skip: tuple[str, ...] = (),
                        flags: dict[str, str] | None = None) -> None:
-    """One `--flag` per field of a config dataclass, typed from its default (bools become on/off switches).
+    """One `--flag` per field of an options dataclass, typed from its default (bools become on/off switches).
 
-    Every field should have a `help` text that says what its default means; a non-None default is appended.
-    `flags` renames a field's flag (field -> "--flag")."""
+    The help text and the allowed values come from the field itself (`config.option`): every field says what its
+    default means; a non-None default is appended. `flags` renames a field's flag (field -> "--flag")."""
     import dataclasses
     import typing
 
@@ -37,18 +35,26 @@ def add_dataclass_args(parser, cls, help: dict[str, str], required: tuple[str, .
         flag = (flags or {}).get(f.name, "--" + f.name.replace("_", "-"))
         kind = hints[f.name]
         base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)
-        text = help.get(f.name, "")  # (tests/test_cli.py fails on an option without a help text)
-        if f.default is not None and f.default != "" and "default" not in text:
+        text = field_help(f)  # (tests/test_cli.py fails on an option without a help text)
+        if f.default is not None and f.default is not dataclasses.MISSING and f.default != "" \
+                and "default" not in text:
             text += f" (default: {f.default})"
         # Choices are shown (metavar) but checked by the config class, whose error names the option and the
         # valid values the same way for the library and the command line.
-        extra = {"metavar": "{" + ",".join(choices[f.name]) + "}"} if choices and f.name in choices else {}
+        choices = f.metadata.get("choices")
+        extra = {"metavar": "{" + ",".join(choices) + "}"} if choices else {}
         if base is bool:
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=f.default,
                                 help=text)
         else:
-            parser.add_argument(flag, dest=f.name, type=base, default=None if f.name in required else f.default,
-                                required=f.name in required, help=text, **extra)
+            default = None if f.name in required or f.default is dataclasses.MISSING else f.default
+            parser.add_argument(flag, dest=f.name, type=base, default=default, required=f.name in required,
+                                help=text, **extra)
+
+
+def field_help(field) -> str:
+    """A dataclass field's help text (config.option), with % escaped for argparse."""
+    return field.metadata.get("help", "").replace("%", "%%")
 
 
 def dataclass_from_args(cls, args, **extra):
@@ -71,6 +77,7 @@ def add_config_option(parser) -> None:
 def read_config_file(path: str) -> dict:
     """The options in a --config file: a flat mapping, or a run record whose options sit under "train"."""
     from litebert.errors import ConfigError
+    from litebert.files import parse_json
 
     file = Path(path)
     try:
@@ -88,10 +95,7 @@ def read_config_file(path: str) -> dict:
         except yaml.YAMLError as e:
             raise ConfigError(f"--config {path}: not valid YAML ({e})") from None
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"--config {path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        data = parse_json(text, f"--config {path}", ConfigError)
     if isinstance(data, dict) and isinstance(data.get("train"), dict):  # pretrain's run.json
         data = data["train"]
     if not isinstance(data, dict):

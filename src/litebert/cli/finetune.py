@@ -1,60 +1,13 @@
 """`litebert finetune | evaluate | predict | fill-mask`."""
 
+import dataclasses
 import json
 import sys
 
-from litebert.cli._common import add_alias, add_command, add_config_option, add_dataclass_args, dataclass_from_args
+from litebert.cli._common import (add_alias, add_command, add_config_option, add_dataclass_args, dataclass_from_args,
+                                  field_help)
 
-CUSTOM = ("format", "text_columns", "label_column", "head")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-
-HELP = {
-    "model": "a model directory (converted, Hugging Face, or a pretraining checkpoint), a pretraining run dir "
-             "(its newest checkpoint) or a Hub id in the local Hugging Face cache",
-    "data": "the task folder (train and dev files by the task's names), or a training file with --dev",
-    "out": "run directory: best/, metrics.jsonl, finetune.json (the settings; --config repeats the run), "
-           "result.json",
-    "dev": "dev file, when --data is a training file (default: the task folder's dev split)",
-    "format": "custom task: file format (default: from the run record, for evaluate/predict)",
-    "text_columns": "custom task: one text column, or two as a,b (default: from the run record)",
-    "label_column": "custom task: label column (default: from the run record)",
-    "head": "custom task: classification (labels from train), regression (a number) or multilabel",
-    "lr": "peak learning rate (default: the task's: paper Table 14, else 2e-5)",
-    "batch_size": "examples per optimizer step (default: the task's: paper Table 14, else 32)",
-    "micro_batch_size": "examples per forward pass; accumulation makes up --batch-size (default: --batch-size)",
-    "steps": "optimizer steps (default: the paper's for a Table 14 task on its full training set, else from "
-             "--epochs)",
-    "epochs": "passes over the training set, when --steps is not given (default: 3 where the paper gives no "
-              "steps, or on a subset such as --max-train-examples)",
-    "warmup_ratio": "linear warmup as a share of the steps (default: the task's: paper warmup / steps, else 0.1)",
-    "warmup_steps": "linear warmup steps, instead of --warmup-ratio (default: from --warmup-ratio)",
-    "max_seq_length": "tokens per example, longer ones truncated (default: the task's: paper Table 14, else 128)",
-    "albert_dropout": "dropout inside the encoder (default: the task's: paper Table 14, else 0)",
-    "classifier_dropout": "dropout before the task head (default: the task's, 0.1)",
-    "optimizer": "adamw, lamb or adamw_official (the BERT code's AdamW)",
-    "weight_decay": "decoupled weight decay",
-    "max_grad_norm": "gradient clipping norm",
-    "doc_stride": "span tasks: stride between windows over a long context, in tokens",
-    "max_query_length": "span tasks: question tokens kept",
-    "n_best": "span tasks: candidate answers considered per question",
-    "max_answer_length": "span tasks: longest answer, in tokens",
-    "precision": "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
-    "seed": "seed of the head's initialisation, dropout and the data order",
-    "reinit_pooler": "re-initialise the pooler before fine-tuning (drawn from --seed)",
-    "overwrite": "replace the run already in --out (its metrics.jsonl, best/ and result.json); default: refuse",
-    "eval_every": "steps between dev evaluations (default: once per epoch, and at the end)",
-    "patience": "stop after this many evaluations without a better dev score (0: never stop early)",
-    "max_train_examples": "use only the first N training examples (default: all); the schedule then defaults to "
-                          "3 epochs",
-    "max_eval_examples": "score only the first N dev examples (default: all)",
-    "eval_batch_size": "examples per forward pass when scoring",
-    "log_every": "steps between training-loss log lines and metrics.jsonl records",
-    "device": "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)",
-    "threads": "torch threads (default: torch's choice)",
-}
-CHOICES = {"format": ("csv", "tsv", "jsonl"), "head": ("classification", "regression", "multilabel"),
-           "optimizer": ("adamw", "lamb", "adamw_official"), "precision": PRECISIONS}
-
+CUSTOM = ("format", "text_columns", "label_column", "head")  # evaluate and predict take these fine-tuning options
 
 def register(sub) -> None:
     from litebert.finetune import FinetuneConfig
@@ -68,8 +21,7 @@ litebert finetune --config runs/sst2/finetune.json --out runs/sst2-again     # r
                    help="task name (e.g. sst-2, mnli, squad1.1, race, conll2003, lcqmc) or custom (default: the "
                         "task of --config)")
     add_config_option(p)
-    add_dataclass_args(p, FinetuneConfig, HELP, required=("model", "data"), skip=("task", "grad_accum"),
-                       choices=CHOICES)
+    add_dataclass_args(p, FinetuneConfig, required=("model", "data"), skip=("task", "grad_accum"))
     add_alias(p, "--grad-accum", "grad_accum", type=int)  # old: --batch-size was the micro batch
     add_alias(p, "--task", "task")  # the task of a --config run record
     p.config_ignore = ()
@@ -79,7 +31,7 @@ litebert finetune --config runs/sst2/finetune.json --out runs/sst2-again     # r
 litebert evaluate sst-2 --model runs/sst2 --data glue/SST-2
 litebert evaluate mnli --model runs/mnli --data glue/MNLI --split dev_mismatched""")
     e.add_argument("task_name", metavar="TASK", help="the task the model was fine-tuned for")
-    _shared(e)
+    _shared(e, FinetuneConfig)
     e.add_argument("--data", required=True, help="task folder or a file of the split")
     e.add_argument("--split", help="split to score (default: the task's dev split)")
     e.add_argument("--limit", type=int, help="score only the first N examples (default: all)")
@@ -90,7 +42,7 @@ litebert predict sst-2 --model runs/sst2 --input glue/SST-2/test.tsv --output pr
 litebert predict sst-2 --model runs/sst2 --text "a gripping film" --text "dull and long"
 litebert predict rte --model runs/rte --text $'A man sleeps.\\tSomeone is awake.'   # a pair: tab between""")
     q.add_argument("task_name", metavar="TASK", help="the task the model was fine-tuned for")
-    _shared(q)
+    _shared(q, FinetuneConfig)
     q.add_argument("--input", help="input file in the task's test format (labels not needed)")
     q.add_argument("--text", action="append", metavar="TEXT",
                    help="a text to classify, instead of --input; repeatable; a pair task takes 'first<TAB>second'")
@@ -105,15 +57,18 @@ litebert predict rte --model runs/rte --text $'A man sleeps.\\tSomeone is awake.
     f.set_defaults(func=run_fill_mask)
 
 
-def _shared(p) -> None:
+def _shared(p, options) -> None:
+    from litebert.device import PRECISIONS
+
     p.add_argument("--model", required=True, help="fine-tuning run dir (its best/ checkpoint) or model directory")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help="auto: bf16 where the CPU/GPU has fast bf16, else fp32 (default: auto)")
     p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default: 64)")
     p.add_argument("--max-seq-length", type=int,
                    help="tokens per example (default: the run's, from its record; else the task's)")
-    for name in CUSTOM:
-        p.add_argument("--" + name.replace("_", "-"), choices=CHOICES.get(name), help=HELP[name])
+    for f in dataclasses.fields(options):
+        if f.name in CUSTOM:
+            p.add_argument("--" + f.name.replace("_", "-"), choices=f.metadata.get("choices"), help=field_help(f))
 
 
 def _custom(args) -> dict:

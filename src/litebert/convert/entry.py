@@ -13,7 +13,6 @@ exact identity, tied decoder copies are stored once) and stock `transformers` lo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import torch
 
 from litebert.config import AlbertConfig
-from litebert.convert.hf_map import HF_REDUNDANT, hf_to_ours, needs_projection, rows_for
+from litebert.convert.hf_map import HF_REDUNDANT, choose_model_class, hf_to_ours, needs_projection, rows_for
 from litebert.convert.tf_map import TF_SOURCES, ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
 from litebert.files import check_output, read_json
@@ -129,10 +128,11 @@ def _read_safetensors(folder: Path) -> tuple[dict[str, torch.Tensor], str]:
     if single.is_file():
         return load_tensors(single), single.name
     if index.is_file():
-        try:
-            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        except (OSError, ValueError, KeyError, AttributeError) as exc:
-            raise ConversionError(f"{index}: not a safetensors index ({exc})") from None
+        weight_map = read_json(index, ConversionError, expect=dict, what="a safetensors index").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ConversionError(f"{index}: not a safetensors index (weight_map should map tensor names to shard "
+                                  "file names)")
+        shards = sorted(set(weight_map.values()))
         tensors: dict[str, torch.Tensor] = {}
         for shard in shards:
             tensors.update(load_tensors(folder / shard))
@@ -192,34 +192,6 @@ def _hf_tokenizer_files(folder: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------------------------------- the model
-
-
-def _heads(names) -> set[str]:
-    prefixes = {"predictions.": "mlm", "sop_classifier.": "sop", "classifier.": "classifier",
-                "qa_outputs.": "qa", "albert.pooler.": "pooler", "pooler.": "pooler"}
-    return {head for n in names for p, head in prefixes.items() if n.startswith(p)}
-
-
-CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
-
-
-def choose_model_class(names, architecture_hint: str | None = None) -> str:
-    """The litebert class for a state dict with these HF names.
-
-    Span head -> QA; classifier -> the hinted classifier class (config.json "architectures"), else sequence
-    classification when a pooler is present and token classification when not (HF's token model has none);
-    MLM + SOP -> pretraining; MLM alone (TF-Hub modules) -> masked LM; no head -> the bare encoder.
-    """
-    heads = _heads(names)
-    if "qa" in heads:
-        return "AlbertForQuestionAnswering"
-    if "classifier" in heads:
-        if architecture_hint in CLASSIFIER_CLASSES:
-            return architecture_hint
-        return "AlbertForSequenceClassification" if "pooler" in heads else "AlbertForTokenClassification"
-    if "mlm" in heads:
-        return "AlbertForPreTraining" if "sop" in heads else "AlbertForMaskedLM"
-    return "AlbertModel"
 
 
 def build_model(hf_config: dict[str, Any], hf_state: dict[str, torch.Tensor], report: ConversionReport):

@@ -168,3 +168,33 @@ def needs_projection(state: dict[str, torch.Tensor], config: AlbertConfig) -> bo
     prefix = _base_prefix(state)
     w = state.get(prefix + "encoder.embedding_hidden_mapping_in.weight")
     return w is not None and not is_identity_projection(w, state.get(prefix + "encoder.embedding_hidden_mapping_in.bias"))
+
+
+# HF tensor-name prefix -> the part of the model it belongs to; the pooler sits inside the base model.
+HEAD_PREFIXES = {"predictions.": "mlm", "sop_classifier.": "sop", "classifier.": "classifier", "qa_outputs.": "qa",
+                 "albert.pooler.": "pooler", "pooler.": "pooler"}
+CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
+
+
+def heads_of(names) -> set[str]:
+    """Which heads (and whether a pooler) a state dict with these HF names carries."""
+    return {head for n in names for p, head in HEAD_PREFIXES.items() if n.startswith(p)}
+
+
+def choose_model_class(names, architecture_hint: str | None = None) -> str:
+    """The litebert class for a state dict with these HF names.
+
+    Span head -> QA; classifier -> the hinted classifier class (config.json "architectures"), else sequence
+    classification when a pooler is present and token classification when not (HF's token model has none);
+    MLM + SOP -> pretraining; MLM alone (TF-Hub modules) -> masked LM; no head -> the bare encoder.
+    """
+    heads = heads_of(names)
+    if "qa" in heads:
+        return "AlbertForQuestionAnswering"
+    if "classifier" in heads:
+        if architecture_hint in CLASSIFIER_CLASSES:
+            return architecture_hint
+        return "AlbertForSequenceClassification" if "pooler" in heads else "AlbertForTokenClassification"
+    if "mlm" in heads:
+        return "AlbertForPreTraining" if "sop" in heads else "AlbertForMaskedLM"
+    return "AlbertModel"

@@ -22,7 +22,6 @@ Layouts:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,10 @@ import numpy as np
 import torch
 
 from litebert.config import AlbertConfig
+from litebert.convert.hf_map import HF_BLOCK, choose_model_class, heads_of
 from litebert.convert.tf_bundle import CheckpointReader
 from litebert.errors import ConfigError, ConversionError
+from litebert.files import read_json
 
 TF_SOURCES = ("auto", "tf", "tfhub", "albert_zh")
 
@@ -59,7 +60,7 @@ _HEADS = [
     ("cls/squad/output_weights", "qa_outputs.weight", "param"),  # SQuAD v1 span head, [2, H]
     ("cls/squad/output_bias", "qa_outputs.bias", "param"),
 ]
-_HF_LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.{k}"
+_HF_LAYER = "albert." + HF_BLOCK.removesuffix(".")  # albert.encoder.albert_layer_groups.{g}.albert_layers.{k}
 _OFFICIAL_LAYER = [
     ("attention_1/self/query", "attention.query", "dense"),
     ("attention_1/self/key", "attention.key", "dense"),
@@ -230,10 +231,8 @@ def _load_config(config: str | Path | dict | None, ckpt_dir: Path) -> tuple[dict
     if isinstance(config, dict):
         return dict(config), None
     path = Path(config) if config is not None else find_official_config(ckpt_dir)
-    try:
-        return json.loads(path.read_text()), str(path)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConversionError(f"{path}: cannot read the ALBERT config: {e}") from e
+    return read_json(path, ConversionError, "ALBERT config not found", expect=dict,
+                     what="an ALBERT config (a JSON object)"), str(path)
 
 
 def _special_ids(folder: Path) -> dict[str, int]:
@@ -345,19 +344,6 @@ def expected_hf_shapes(cfg: dict, heads: set[str], num_labels: int = 2) -> dict[
     return s
 
 
-_HEAD_PREFIXES = {"predictions.": "mlm", "sop_classifier.": "sop", "classifier.": "classifier", "qa_outputs.": "qa"}
-
-
-def _architecture(heads: set[str]) -> str:
-    if "qa" in heads:
-        return "AlbertForQuestionAnswering"
-    if "classifier" in heads:
-        return "AlbertForSequenceClassification"
-    if "mlm" in heads:
-        return "AlbertForPreTraining" if "sop" in heads else "AlbertForMaskedLM"
-    return "AlbertModel"
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Conversion.
 
@@ -420,9 +406,10 @@ def load_tf_albert(
     head_names = sorted(n for n in targets if hub and not n.startswith("module/"))
     if head_names:
         report.notes.append(f"fine-tuned from a TF-Hub module: encoder under module/, head {', '.join(head_names)}")
-    heads = {h for hf, _ in targets.values() for p, h in _HEAD_PREFIXES.items() if hf.startswith(p)}
+    hf_names = [hf for hf, _ in targets.values()]
+    heads = heads_of(hf_names)
     num_labels = next((reader.shape(n)[0] for n, (hf, _) in targets.items() if hf == "classifier.weight"), 2)
-    _describe_heads(cfg, heads, num_labels, report)
+    _describe_heads(cfg, hf_names, num_labels, report)
     cfg.update(_special_ids(ckpt_dir))
 
     arrays = {hf: (name, reader.get_tensor(name), t) for name, (hf, t) in targets.items()}
@@ -477,8 +464,9 @@ def _sort_tensors(
     return targets
 
 
-def _describe_heads(cfg: dict, heads: set[str], num_labels: int, report: ConversionReport) -> None:
-    report.architecture = _architecture(heads)
+def _describe_heads(cfg: dict, hf_names: list[str], num_labels: int, report: ConversionReport) -> None:
+    heads = heads_of(hf_names)
+    report.architecture = choose_model_class(hf_names)
     cfg["architectures"] = [report.architecture]
     if "classifier" in heads:
         cfg["num_labels"] = int(num_labels)

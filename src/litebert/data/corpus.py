@@ -21,7 +21,6 @@ import bz2
 import glob
 import gzip
 import hashlib
-import json
 import lzma
 import os
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from litebert.errors import CorpusError, DataFormatError, where
+from litebert.files import parse_json
 
 BAD_UTF8_POLICIES = ("error", "replace", "skip")
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
@@ -305,13 +305,7 @@ class CorpusReader:
         for lineno, line in enumerate(lines, start=first_line):
             if line is None or not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{where(path, lineno)}: not valid JSON ({exc.msg} at column {exc.colno})"
-                                      ) from None
-            except RecursionError:
-                raise DataFormatError(f"{where(path, lineno)}: JSON nested too deeply to read") from None
+            record = parse_json(line, path, DataFormatError, line=lineno)
             text = record.get(self.text_field) if isinstance(record, dict) else None
             if not isinstance(text, str):
                 raise DataFormatError(

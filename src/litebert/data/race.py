@@ -8,7 +8,6 @@ max_qa_length tokens; then [CLS] passage [SEP] qa [SEP], the passage cut to fit 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -17,6 +16,7 @@ import numpy as np
 
 from litebert.data.examples import Examples
 from litebert.errors import DataFormatError
+from litebert.files import read_json
 
 LEVELS = ("middle", "high")
 NUM_CHOICES = 4
@@ -52,14 +52,8 @@ def read_race(path: str | Path) -> Examples:
     out: list[RaceExample] = []
     stats = {"passages": 0, "questions": 0}
     for f, level in files:
-        try:
-            obj = json.loads(f.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise DataFormatError(f"{f}: not a RACE JSON object ({type(e).__name__}: {e})") from None
-        except OSError as e:
-            raise DataFormatError(f"{f}: cannot read ({e.strerror or e})") from None
-        if not isinstance(obj, dict):
-            raise DataFormatError(f"{f}: expected a JSON object with article, questions, options and answers")
+        obj = read_json(f, DataFormatError, expect=dict, what="a RACE JSON object",
+                        hint="a RACE file holds one JSON object with article, questions, options and answers")
         for key, kind in (("article", str), ("questions", list), ("options", list), ("answers", list)):
             if key not in obj:
                 raise DataFormatError(f"{f}: no field {key!r}")

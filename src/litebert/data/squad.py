@@ -14,7 +14,6 @@ token_is_max_context (per position: this window gives the token the most context
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from litebert.data.examples import Examples
 from litebert.errors import ConfigError, DataFormatError
+from litebert.files import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -37,20 +37,6 @@ class SquadExample:
     is_impossible: bool = False
     title: str = ""
     source: str = field(default="", compare=False)
-
-
-def _load_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise DataFormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    except UnicodeDecodeError as e:
-        raise DataFormatError(f"{path}: invalid UTF-8 ({e.reason})") from None
-    except RecursionError:
-        raise DataFormatError(f"{path}: JSON nested too deeply to read") from None
-    except OSError as e:
-        raise DataFormatError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
 def _need(obj: Any, key: str, path: Path, what: str, kind: type | tuple = (str,)):
@@ -68,7 +54,7 @@ def read_squad(path: str | Path) -> Examples:
     does not point at their text; features then use the occurrence nearest to it).
     """
     path = Path(path)
-    data = _need(_load_json(path), "data", path, "the top level", list)
+    data = _need(read_json(path, DataFormatError), "data", path, "the top level", list)
     out: list[SquadExample] = []
     stats = dict(articles=len(data), paragraphs=0, questions=0, answers=0, impossible=0, start_mismatch=0)
     for a, article in enumerate(data):
@@ -113,7 +99,7 @@ def read_cmrc2018(path: str | Path) -> Examples:
     read by read_squad. stats: contexts, questions, answers, answers_not_found (kept with start -1; such an
     answer gives no training target, but still counts in evaluation)."""
     path = Path(path)
-    data = _load_json(path)
+    data = read_json(path, DataFormatError)
     if isinstance(data, dict) and "data" in data:
         return read_squad(path)
     if not isinstance(data, list):

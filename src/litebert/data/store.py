@@ -40,8 +40,8 @@ import numpy as np
 from litebert.data.corpus import Chunk, CorpusReader, split_sentences
 from litebert.data.draws import GOLDEN, mix64, to_unit
 from litebert.errors import CorpusError, OutputError, TokenizerError
-from litebert.files import (DISK_ERRNOS, OutputLock, check_output, disk_error, fsync_dir, pid_alive, reason,
-                            sha256_file)
+from litebert.files import (DISK_ERRNOS, OutputLock, check_output, disk_error, fsync_dir, pid_alive, read_json,
+                            reason, sha256_file)
 
 FORMAT = "litebert-token-store"
 VERSION = 1
@@ -825,10 +825,5 @@ class TokenStore:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CorpusError(f"{path}: unreadable or not valid JSON ({exc}); rebuild the store") from None
-    if not isinstance(obj, dict):
-        raise CorpusError(f"{path}: expected a JSON object; rebuild the store")
-    return obj
+    """A store's meta.json or stats.json."""
+    return read_json(path, CorpusError, expect=dict, hint="rebuild the store")

@@ -38,6 +38,7 @@ from litebert.data.ner import read_conll
 from litebert.data.race import read_race
 from litebert.data.squad import read_cmrc2018, read_squad
 from litebert.errors import ConfigError, DataFormatError, where
+from litebert.files import parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -339,12 +340,7 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
     for n, line in read_lines(path):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataFormatError(f"{where(path, n)}: not a JSON object ({e.msg} at column {e.colno})") from None
-        except RecursionError:
-            raise DataFormatError(f"{where(path, n)}: JSON nested too deeply to read") from None
+        obj = parse_json(line, path, DataFormatError, line=n)
         if not isinstance(obj, dict):
             raise DataFormatError(f"{where(path, n)}: expected a JSON object per line, got {type(obj).__name__}")
         yield n, obj
