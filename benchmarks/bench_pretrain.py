@@ -161,7 +161,7 @@ def levers(args, config, batch, device, precision, calib, sparse_flops, dense_fl
         ("L4 + no attention mask (no padding)", dict(precision=low, attention="auto", pass_mask=False),
          sparse_flops),
         ("L5 + torch.compile", dict(precision=low, attention="auto", compile=True), sparse_flops),
-        ("T1 L3 + activation checkpointing", dict(precision=low, attention="auto", checkpointing=True),
+        ("T1 L3 + activation checkpointing", dict(precision=low, attention="auto", gradient_checkpointing=True),
          sparse_flops),
         ("T2 L3 on 1 thread", dict(precision=low, attention="auto", threads=1), sparse_flops),
     ]
@@ -170,8 +170,7 @@ def levers(args, config, batch, device, precision, calib, sparse_flops, dense_fl
     sides = []
     for name, kw, flops in variants:
         threads = kw.pop("threads", None)
-        cfg = config.replace(gradient_checkpointing=kw.pop("checkpointing", False))
-        step = ours_pretrain_step(cfg, batch, device, kw.pop("precision"), **kw)
+        step = ours_pretrain_step(config, batch, device, kw.pop("precision"), **kw)
         sides.append(Side(name, with_threads(step, threads) if threads else step, tokens, flops, ""))
     ddp = None
     if device.type == "cpu" and args.threads > 1 and args.batch % args.threads == 0:

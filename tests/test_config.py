@@ -77,6 +77,26 @@ def test_json_dialects_round_trip(tmp_path):
     assert back.num_hidden_groups == 2 and back.hidden_size == 768
 
 
+def test_old_config_files_with_gradient_checkpointing_still_load(tmp_path):
+    """gradient_checkpointing left the model's config (a training option now); files written before carry it,
+    true or false: they load, the key ignored, and nothing written any more holds it."""
+    from litebert.model import AlbertModel
+
+    c = AlbertConfig.from_preset("albert-tiny", vocab_size=100, num_hidden_layers=2)
+    assert "gradient_checkpointing" not in c.to_dict() and "gradient_checkpointing" not in c.to_hf_dict()
+    for flag in (True, False):
+        (tmp_path / "ours.json").write_text(json.dumps({"format": "litebert", **c.to_dict(),
+                                                        "gradient_checkpointing": flag}))
+        assert AlbertConfig.from_json(tmp_path / "ours.json") == c
+        (tmp_path / "hf.json").write_text(json.dumps({**c.to_hf_dict("AlbertModel"), "gradient_checkpointing": flag}))
+        assert AlbertConfig.from_json(tmp_path / "hf.json") == c
+    model_dir = tmp_path / "model"
+    AlbertModel(c).save_pretrained(model_dir, format="litebert")
+    config_file = model_dir / "config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "gradient_checkpointing": True}))
+    assert AlbertModel.from_pretrained(model_dir).config == c
+
+
 def test_official_json_reads_released_format(tmp_path):
     official = {"attention_probs_dropout_prob": 0, "hidden_act": "gelu", "hidden_dropout_prob": 0,
                 "embedding_size": 128, "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 16384,

@@ -63,6 +63,23 @@ def test_sst2_classification(tmp_path, english_model, shared_data):
     assert abs(sum(rows[0]["probabilities"].values()) - 1) < 1e-5
 
 
+def test_gradient_checkpointing_is_a_finetune_option(tmp_path, english_model, shared_data, monkeypatch):
+    """--gradient-checkpointing recomputes the encoder's layers in the backward pass (counted at the call into
+    torch's checkpoint) and trains to the same losses."""
+    import litebert.model
+
+    calls, real = [], litebert.model.checkpoint
+    monkeypatch.setattr(litebert.model, "checkpoint", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    losses = []
+    for flag in (False, True):
+        run_task(tmp_path / str(flag), english_model, "sst-2", shared_data / "glue" / "SST-2",
+                 gradient_checkpointing=flag)
+        assert bool(calls) == flag
+        lines = (tmp_path / str(flag) / "run" / "metrics.jsonl").read_text().splitlines()
+        losses.append([r["loss"] for r in map(json.loads, lines) if "loss" in r])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
 def test_stsb_regression(tmp_path, english_model, shared_data):
     _, scores, _ = run_task(tmp_path, english_model, "sts-b", shared_data / "glue" / "STS-B")
     assert {"pearson", "spearman", "mse"} <= set(scores)

@@ -72,14 +72,21 @@ def test_padding_does_not_change_real_tokens():
 
 
 def test_gradient_checkpointing_gives_same_gradients():
+    """A training option set on the model (not in its config): the same gradients, fewer activations kept."""
     ids, mask, tt = batch()
-    grads = []
+    grads, kept = [], []
     for flag in (False, True):
         torch.manual_seed(0)
-        m = AlbertForSequenceClassification(tiny(gradient_checkpointing=flag))
-        m(ids, mask, tt, labels=torch.tensor([0, 1])).loss.backward()
+        m = AlbertForSequenceClassification(tiny())
+        m.set_gradient_checkpointing(flag)
+        sizes = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
+            loss = m(ids, mask, tt, labels=torch.tensor([0, 1])).loss
+        loss.backward()
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None]))
+        kept.append(sum(sizes))
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
+    assert kept[1] < kept[0] / 2, kept  # what the backward pass keeps from the forward
 
 
 def test_init_follows_official():

@@ -255,6 +255,20 @@ def test_a_resume_that_does_not_fit_is_refused(tiny_data, finished_run, tmp_path
     assert re.search(message, capsys.readouterr().err)
 
 
+def test_a_run_recorded_before_gradient_checkpointing_left_the_model_config_resumes(tiny_data, finished_run,
+                                                                                    tmp_path, capsys):
+    """A run.json written when the model config still held gradient_checkpointing resumes (here with it on: a
+    training option, which no longer makes the run's model config another one)."""
+    run = copy_run(finished_run, tmp_path)
+    record = json.loads((run / "run.json").read_text())
+    record["model_config"]["gradient_checkpointing"] = False
+    (run / "run.json").write_text(json.dumps(record))
+    pretrain(PretrainConfig(**config_args(tiny_data, run, steps=3, gradient_checkpointing=True)))
+    assert f"resumed from {run / 'checkpoint-2'} at step 2" in capsys.readouterr().err
+    record = json.loads((run / "run.json").read_text())
+    assert record["train"]["gradient_checkpointing"] and "gradient_checkpointing" not in record["model_config"]
+
+
 def test_an_explicit_resume_of_an_incomplete_checkpoint_is_refused(tiny_data, finished_run, tmp_path, capsys):
     run = copy_run(finished_run, tmp_path)
     (run / "checkpoint-2" / "COMMIT").unlink()

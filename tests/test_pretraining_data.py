@@ -19,12 +19,13 @@ from litebert.data.pretraining import (
     make_rng,
     mask_batch,
     ngram_probabilities,
+    parse_phases,
     phase_for_step,
     truncation_counts,
 )
 from litebert.data import draws
 from litebert.data.store import build_store
-from litebert.errors import ConfigError, CorpusError, TrainingError
+from litebert.errors import ConfigError, CorpusError
 from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer
 
 # -- fixtures: an English store (30k-clean SentencePiece) and a Chinese one (albert_zh WordPiece) -------------------
@@ -467,10 +468,8 @@ def test_dataset_config_errors(en, zh):
 @given(st.integers(0, 60), st.integers(1, 6), st.booleans(), st.booleans(), st.integers(0, 3))
 @settings(max_examples=200, deadline=None)
 def test_rank_shards_disjoint_and_cover(n, world, shuffle, drop_last, epoch):
-    samplers = [ResumableSampler(n, rank=r, world_size=world, seed=5, shuffle=shuffle, drop_last=drop_last)
-                for r in range(world)]
-    for s in samplers:
-        s.set_epoch(epoch)
+    samplers = [ResumableSampler(n, rank=r, world_size=world, seed=5, shuffle=shuffle, drop_last=drop_last,
+                                 epoch=epoch) for r in range(world)]
     lists = [list(s) for s in samplers]
     assert len({len(x) for x in lists}) == 1
     real = [np.array(x)[~s.padding_mask()] for x, s in zip(lists, samplers)]
@@ -483,32 +482,20 @@ def test_rank_shards_disjoint_and_cover(n, world, shuffle, drop_last, epoch):
         assert sorted(flat.tolist()) == list(range(n))  # cover
 
 
-def test_sampler_resumes_mid_epoch_exactly():
-    sampler = ResumableSampler(103, rank=1, world_size=3, seed=8)
-    sampler.set_epoch(4)
-    full = list(sampler)
-    sampler.set_epoch(4)
-    it = iter(sampler)
-    head = [next(it) for _ in range(11)]
-    state = sampler.state_dict()
-    assert state["epoch"] == 4 and state["position"] == 11 and head == full[:11]
-    resumed = ResumableSampler(103, rank=1, world_size=3, seed=8)
-    resumed.load_state_dict(json.loads(json.dumps(state)))
+def test_sampler_starts_anywhere_in_an_epoch():
+    """skip: this rank's first indices are done; offset: the global order's first positions are done, and the rest
+    is dealt anew (what BatchStream builds on a resume)."""
+    full = list(ResumableSampler(103, rank=1, world_size=3, seed=8, epoch=4))
+    resumed = ResumableSampler(103, rank=1, world_size=3, seed=8, epoch=4, skip=11)
     assert len(resumed) == len(full) - 11 and list(resumed) == full[11:]
-    assert list(ResumableSampler(103, rank=1, world_size=3, seed=8, start_index=11)) != full[11:]  # epoch 0
-    explicit = ResumableSampler(103, rank=1, world_size=3, seed=8)
-    explicit.load_state_dict(sampler.state_dict(consumed=20))
-    assert list(explicit) == full[20:]
-    other_epoch = ResumableSampler(103, rank=1, world_size=3, seed=8)
-    other_epoch.set_epoch(5)
-    assert list(other_epoch) != full
-    resumed.load_state_dict(state)
-    resumed.set_epoch(4)  # a training loop re-entering the saved epoch keeps the saved position
-    assert list(resumed) == full[11:]
-    resumed.set_epoch(5)
-    assert len(resumed) == len(full) and list(resumed) == list(other_epoch)
-    with pytest.raises(TrainingError, match="world_size"):
-        ResumableSampler(103, rank=0, world_size=2, seed=8).load_state_dict(state)
+    assert list(resumed) == list(resumed)  # no position of its own: iterating again gives the same
+    assert list(ResumableSampler(103, rank=1, world_size=3, seed=8, epoch=0, skip=11)) != full[11:]
+    assert list(ResumableSampler(103, rank=1, world_size=3, seed=8, epoch=4, skip=len(full))) == []  # not again
+    order = ResumableSampler(103, seed=8, epoch=4).global_order()
+    dealt = ResumableSampler(103, rank=1, world_size=2, seed=8, epoch=4, offset=30, skip=2, drop_last=True)
+    assert list(dealt) == order[30:][: 73 // 2 * 2][1::2][2:].tolist()
+    with pytest.raises(ConfigError, match="offset=-1"):
+        ResumableSampler(103, offset=-1)
 
 
 def test_phase_for_step():
@@ -519,8 +506,15 @@ def test_phase_for_step():
     assert phase_for_step(1.0, phases) == (1, 512)
     assert phase_for_step(899, phases, total_steps=1000).max_seq_length == 128
     assert phase_for_step(900, phases, total_steps=1000).max_seq_length == 512
-    for bad in ([(0.5, 128)], [(0.9, 128), (0.1, 2)], []):
-        with pytest.raises(ConfigError):
-            phase_for_step(0.5, bad)
     with pytest.raises(ConfigError, match="outside training"):
         phase_for_step(1001, phases, total_steps=1000)
+
+
+def test_parse_phases():
+    assert parse_phases("0.9:128,0.1:512", 64) == [(0.9, 128), (0.1, 512)]
+    assert parse_phases(None, 64) == parse_phases("", 64) == [(1.0, 64)]
+    for bad in ("0.5:128", "0.9:128,0.1:2", "nan:128", "0.5:64,nan:128,0.5:32", "-0.5:64,1.5:128"):
+        with pytest.raises(ConfigError, match="fractions must be positive and sum to 1, lengths >= 8"):
+            parse_phases(bad, 64)
+    with pytest.raises(ConfigError, match="expected FRACTION:LENGTH"):
+        parse_phases("0.9:128;0.1:512", 64)

@@ -24,6 +24,10 @@ from litebert.files import read_json
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "linear")
 SHARING_MODES = ("all", "attention", "ffn", "none")
 PROBLEM_TYPES = ("single_label_classification", "regression", "multi_label_classification")
+# Keys older config files carry that no longer describe the model; reading such a file ignores them. Activation
+# checkpointing is a training option now (--gradient-checkpointing; model.set_gradient_checkpointing): it never
+# changed the weights or the outputs, only memory and speed.
+RETIRED_FIELDS = ("gradient_checkpointing",)
 
 
 @dataclass
@@ -54,7 +58,6 @@ class AlbertConfig:
     problem_type: str | None = None
     label_names: list[str] | None = None
     qa_answerability: bool = False  # SQuAD v2.0: add a has-answer head on [CLS]
-    gradient_checkpointing: bool = False
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
@@ -148,6 +151,7 @@ class AlbertConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> "AlbertConfig":
+        data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         return dataclass_from_dict(cls, data, source, what="config field")
 
     def to_json(self, path: str | Path) -> None:

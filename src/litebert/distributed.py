@@ -1,5 +1,7 @@
-"""Starting a multi-process (and multi-node) run safely: a fresh key-value store for every attempt, and checks, made
-together by all ranks at start, that every rank sees the same run directory and the same token store.
+"""Data parallelism for the training loop: `Dist` (this process's rank, the world size, and the few collectives the
+loop uses, which are no-ops in one process), `init_distributed` (from torchrun's environment), and starting a
+multi-process (and multi-node) run safely: a fresh key-value store for every attempt, and checks, made together by
+all ranks at start, that every rank sees the same run directory and the same token store.
 
 Why a fresh store: torchrun hands its workers one TCP store that outlives restarts, and a restarted attempt that
 reads a key of a dead one connects to a dead peer (pytorch/pytorch#135712). A prefix per
@@ -23,16 +25,65 @@ import os
 import secrets
 import socket
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 import torch.distributed as dist
 
+from litebert.device import pick_device
 from litebert.errors import LitebertError, TrainingError
 
 _ADDRESS_KEY = "litebert/attempt_store"  # in torchrun's store: "host port nonce" of this attempt's own store
 _NONCE_KEY = "litebert/nonce"  # in the attempt's own store
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def all_reduce(self, t: torch.Tensor, op=None) -> torch.Tensor:
+        if self.world > 1:
+            dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
+        return t
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank (picklable objects)."""
+        if self.world == 1:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+
+def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
+    """This process's place in the run (torchrun's RANK, WORLD_SIZE, LOCAL_RANK; one process without them) and its
+    device; under torchrun the process group is opened on a store of this attempt's own (attempt_store)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    device = pick_device(device_name)
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    if world > 1 and not dist.is_initialized():
+        # torchrun's store outlives restarts and holds the keys of dead attempts: each attempt opens its own.
+        store, rank, world = next(dist.rendezvous("env://"))
+        store = attempt_store(store, rank, world)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
+                                world_size=world)
+    return Dist(rank, world, local_rank), device
 
 
 def reachable_address(peer_host: str, peer_port: int) -> str:
@@ -79,7 +130,7 @@ def where() -> str:
     return f"rank {os.environ.get('RANK', '0')} on {socket.gethostname()}"
 
 
-def on_all_ranks(d, what: Callable[[], Any]) -> Any:
+def on_all_ranks(d: Dist, what: Callable[[], Any]) -> Any:
     """Run `what` on every rank and return this rank's result. If it raised a LitebertError on any rank, raise on
     every rank an error that quotes each failing rank's message, so no rank is left waiting for another at a
     collective (the hang a one-sided error would be). One process: `what()` as it is."""
@@ -98,7 +149,7 @@ def on_all_ranks(d, what: Callable[[], Any]) -> Any:
     return result
 
 
-def check_same_run_dir(d, run_dir: Path) -> None:
+def check_same_run_dir(d: Dist, run_dir: Path) -> None:
     """Every rank must see rank 0's run directory: rank 0 writes a token with a random nonce there, the others
     read it back. Call on all ranks after rank 0 has made the directory."""
     token = run_dir / ".shared-check"
@@ -132,7 +183,7 @@ def store_fingerprint(store_path: Path) -> str:
     return hashlib.sha256((Path(store_path) / "meta.json").read_bytes()).hexdigest()
 
 
-def check_same_store(d, store_path: Path) -> None:
+def check_same_store(d: Dist, store_path: Path) -> None:
     """Every rank must read the same token store (a copy per node is fine): their meta.json digests must match
     rank 0's."""
     if d.world == 1:

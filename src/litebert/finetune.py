@@ -93,6 +93,8 @@ class FinetuneConfig:
     # run
     precision: str = option("auto", "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
                             choices=PRECISIONS)
+    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
+                                                 "slower")
     seed: int = option(0, "seed of the head's initialisation, dropout and the data order")
     eval_every: int | None = option(None, "steps between dev evaluations (default: once per epoch, and at the "
                                           "end)")
@@ -400,6 +402,7 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
                               f"first (litebert finetune {spec.name} --model {model_dir} ...) and pass that run dir")
     if cfg is not None:
         check_positions(model, cfg.max_seq_length, model_dir)
+        model.set_gradient_checkpointing(cfg.gradient_checkpointing)
     return model, tokenizer
 
 

@@ -35,11 +35,13 @@ import torch.nn.functional as F
 
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
                                  load_state, read_verified, save_checkpoint, save_state)
-from litebert.config import AlbertConfig, PRESETS, option
+from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS, option
+from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
 from litebert.device import (PRECISIONS, autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
-                             pick_device, resolve_precision, synchronize)
-from litebert.distributed import attempt_store, check_same_run_dir, check_same_store, on_all_ranks
+                             resolve_precision, synchronize)
+from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
+from litebert.faults import inject_fault, with_file_faults
 from litebert.files import check_output, lock_dir, read_json
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.memory import check_training_memory
@@ -161,8 +163,13 @@ class PretrainConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name.split('/')[0], '')}: {why}")
         if self.device is not None:
             check_device(self.device)
-        parse_phases(self.phases, self.max_seq_length)  # validates
+        self.length_phases  # parses --phases (once) and checks it
         self.max_seconds  # validates
+
+    @functools.cached_property
+    def length_phases(self) -> list[tuple[float, int]]:
+        """--phases as (fraction of the steps, sequence length) pairs; [(1.0, max_seq_length)] without it."""
+        return parse_phases(self.phases, self.max_seq_length)
 
     @property
     def max_seconds(self) -> float | None:
@@ -186,162 +193,6 @@ def parse_duration(text: str | float, flag: str) -> float:
     if seconds <= 0:
         raise ConfigError(f"{flag} {text!r}: must be more than 0")
     return seconds
-
-
-def parse_phases(spec: str | None, default_length: int) -> list[tuple[float, int]]:
-    """"0.9:128,0.1:512" -> [(0.9, 128), (0.1, 512)]: fractions of the steps and their sequence lengths."""
-    if not spec:
-        return [(1.0, default_length)]
-    try:
-        phases = [(float(f), int(n)) for f, n in (part.split(":") for part in spec.split(","))]
-    except ValueError:
-        raise ConfigError(f"--phases {spec!r}: expected FRACTION:LENGTH[,FRACTION:LENGTH...]") from None
-    if abs(sum(f for f, _ in phases) - 1.0) > 1e-6 or any(f <= 0 or n < 8 for f, n in phases):
-        raise ConfigError(f"--phases {spec!r}: fractions must be positive and sum to 1, lengths >= 8")
-    return phases
-
-
-# --------------------------------------------------------------------------------------------- distributed
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def all_reduce(self, t: torch.Tensor, op=None) -> torch.Tensor:
-        if self.world > 1:
-            dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
-        return t
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
-    def broadcast(self, obj: Any) -> Any:
-        """Rank 0's `obj` on every rank (picklable objects)."""
-        if self.world == 1:
-            return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-
-def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    device = pick_device(device_name)
-    if device.type == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    if world > 1 and not dist.is_initialized():
-        # torchrun's store outlives restarts and holds the keys of dead attempts: each attempt opens its own.
-        store, rank, world = next(dist.rendezvous("env://"))
-        store = attempt_store(store, rank, world)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
-                                world_size=world)
-    return Dist(rank, world, local_rank), device
-
-
-# --------------------------------------------------------------------------------------------- data
-
-
-class BatchStream:
-    """Micro-batches for this rank, in an order fixed by (seed, phase, epoch, position) so a run can resume
-    at any step. Position = micro-batches already taken from the current epoch since `offset`, the number of
-    positions of the epoch's global order that were done before a resume on another world size or micro-batch
-    size (0 otherwise): rank r takes positions offset + r, offset + r + W, ... of the global order."""
-
-    def __init__(self, store, cfg: PretrainConfig, d: Dist, state: dict[str, int] | None = None):
-        self.store, self.cfg, self.d = store, cfg, d
-        self.phases = parse_phases(cfg.phases, cfg.max_seq_length)
-        self.state = dict(state or {"phase": 0, "epoch": 0, "position": 0, "offset": 0})
-        self._iter = None
-
-    def state_dict(self) -> dict[str, int]:
-        return dict(self.state)
-
-    def _dataset(self):
-        from litebert.data.pretraining import PretrainingDataset
-
-        cfg = self.cfg
-        return PretrainingDataset(
-            self.store, split="train", max_seq_length=self.phases[self.state["phase"]][1],
-            max_predictions_per_seq=cfg.max_predictions_per_seq, masked_lm_prob=cfg.masked_lm_prob,
-            short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram, objective=cfg.objective, seed=cfg.seed,
-            single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence], short_seq_draw=cfg.short_seq_draw,
-            mask_unit=cfg.mask_unit)
-
-    def _open(self) -> None:
-        from litebert.data.pretraining import ResumableSampler, collate_pretraining
-
-        cfg, s = self.cfg, self.state
-        dataset = self._dataset()
-        dataset.set_epoch(s["epoch"])
-        if len(dataset) < cfg.micro_batch_size * self.d.world:
-            raise TrainingError(f"{cfg.data}: only {len(dataset)} training examples at length "
-                                f"{self.phases[s['phase']][1]}, fewer than one global micro-batch "
-                                f"({cfg.micro_batch_size} x {self.d.world} ranks); use a bigger corpus")
-        sampler = ResumableSampler(len(dataset), rank=self.d.rank, world_size=self.d.world, seed=cfg.seed,
-                                   shuffle=True, drop_last=True)
-        sampler.set_epoch(s["epoch"])
-        sampler.position = s["position"] * cfg.micro_batch_size  # resume inside the epoch
-        if sampler.position >= sampler.num_samples:  # saved at the very end of the epoch: nothing is left of it
-            sampler = []  # (a ResumableSampler at its end would start the epoch over)
-        elif s.get("offset", 0):  # resumed with another sharding: deal the rest of this epoch's order anew
-            sampler = reshard_indices(len(dataset), cfg.seed, s["epoch"], s["offset"], self.d.rank, self.d.world,
-                                      sampler.position)
-        # Pad to the phase's full length: static shapes (compile-friendly); ALBERT's pairs fill it anyway.
-        collate = functools.partial(collate_pretraining, pad_to=self.phases[s["phase"]][1],
-                                    pad_id=self.store.token_id("pad"))
-        # Its own generator: the DataLoader draws a base seed per iterator, which must not consume the global
-        # RNG that dropout uses (or a resumed run would drop out differently).
-        loader_rng = torch.Generator().manual_seed(cfg.seed * 1_000_003 + s["epoch"])
-        loader = torch.utils.data.DataLoader(dataset, batch_size=cfg.micro_batch_size, sampler=sampler,
-                                             generator=loader_rng,
-                                             drop_last=True, num_workers=cfg.num_workers, collate_fn=collate)
-        self._iter = iter(loader)
-
-    def next(self, step: int) -> dict[str, torch.Tensor]:
-        from litebert.data.pretraining import phase_for_step
-
-        phase = phase_for_step(step, self.phases, self.cfg.steps).index
-        if phase != self.state["phase"]:  # a new sequence length: a fresh pass over the data at that length
-            self.state, self._iter = {"phase": phase, "epoch": 0, "position": 0, "offset": 0}, None
-        if self._iter is None:
-            self._open()
-        try:
-            batch = next(self._iter)
-        except StopIteration:
-            self.state.update(epoch=self.state["epoch"] + 1, position=0, offset=0)
-            self._open()
-            batch = next(self._iter)
-        self.state["position"] += 1
-        return batch
-
-
-def reshard_indices(num_examples: int, seed: int, epoch: int, offset: int, rank: int, world: int,
-                    skip: int = 0) -> list[int]:
-    """This rank's indices for the rest of an epoch whose first `offset` global positions are done: the
-    remaining positions of the epoch's global order (the same permutation for every world size), cut to a
-    multiple of `world` so all ranks get as many, dealt round-robin; the first `skip` of them already taken."""
-    from litebert.data.pretraining import ResumableSampler
-
-    whole = ResumableSampler(num_examples, seed=seed, shuffle=True, drop_last=True)  # world 1: no trimming
-    whole.set_epoch(epoch)
-    rest = whole.global_order()[offset:]
-    rest = rest[: len(rest) // world * world]
-    return rest[rank::world][skip:].tolist()
-
-
-def consumed_positions(data: dict[str, int], micro_batch_size: int, world: int) -> int:
-    """How many positions of the current epoch's global order a saved data state has used up, on all ranks."""
-    return int(data.get("offset", 0)) + int(data["position"]) * micro_batch_size * world
 
 
 # --------------------------------------------------------------------------------------------- setup
@@ -398,8 +249,8 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
     if init_dir is not None and store is not None:
         check_continued_tokenizer(init_dir, store)
     dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
-    config = config.replace(vocab_size=vocab_size, gradient_checkpointing=cfg.gradient_checkpointing, **dropout)
-    if config.max_position_embeddings < max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length)):
+    config = config.replace(vocab_size=vocab_size, **dropout)
+    if config.max_position_embeddings < max(n for _, n in cfg.length_phases):
         raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
                           f"{config.max_position_embeddings}")
     return config, init_dir
@@ -443,6 +294,15 @@ def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
     return path
 
 
+def train_dataset(cfg: PretrainConfig, store, max_seq_length: int) -> PretrainingDataset:
+    """The training examples `cfg` asks for, at one phase's sequence length."""
+    return PretrainingDataset(
+        store, split="train", max_seq_length=max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
+        masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram,
+        objective=cfg.objective, seed=cfg.seed, single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence],
+        short_seq_draw=cfg.short_seq_draw, mask_unit=cfg.mask_unit)
+
+
 def setup(cfg: PretrainConfig) -> Run:
     from litebert.data.store import TokenStore
 
@@ -464,11 +324,12 @@ def setup(cfg: PretrainConfig) -> Run:
     config, init_dir = model_config_for(cfg, store.vocab_size, store)
     if d.main:  # checksums and token ids, before a bad id crashes a step mid-run (one read of the store)
         store.check_tokens(config.vocab_size)
-    longest = max(n for _, n in parse_phases(cfg.phases, cfg.max_seq_length))
+    longest = max(n for _, n in cfg.length_phases)
     check_training_memory(config, cfg.micro_batch_size, longest, cfg.max_predictions_per_seq,
                           cfg.gradient_checkpointing, device, cfg.model)
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     raw = AlbertForPreTraining(config)
+    raw.set_gradient_checkpointing(cfg.gradient_checkpointing)
     if init_dir is not None:
         start_from(raw, init_dir, d.main)
     raw.to(device)
@@ -483,7 +344,8 @@ def setup(cfg: PretrainConfig) -> Run:
     run_dir = Path(cfg.out)
     on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
     check_same_run_dir(d, run_dir)
-    stream = BatchStream(store, cfg, d)
+    stream = BatchStream(functools.partial(train_dataset, cfg, store), cfg.length_phases, cfg.steps,
+                         cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed, num_workers=cfg.num_workers)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
               tokenizer_dir, accum)
     resume_from(run)
@@ -507,7 +369,8 @@ def check_run_dir_matches(run: Run) -> None:
         if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
             raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
                                 "use a new --out")
-        if before.get("model_config") != now["model_config"]:
+        saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
+        if saved_config != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
     from litebert.files import atomic_write
 
@@ -598,18 +461,10 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
                               f"with the --optimizer and model it was saved with, or use a new --out") from None
     run.step, run.nan_skipped = saved_step, int(state["nan_skipped"])
     run.tokens = float(state.get("tokens", 0.0))
-    data = {k: int(v) for k, v in state["data"].items()}
-    data.setdefault("offset", 0)
-    saved_world = int(state["world_size"])
     saved_micro = int(state.get("micro_batch_size", cfg.micro_batch_size))
-    if saved_world == d.world and saved_micro == cfg.micro_batch_size:
-        run.stream.state = data
+    if run.stream.load_state_dict(state["data"], saved_micro, int(state["world_size"])):
         torch.set_rng_state(state["rng"][d.rank])
-    else:
-        # Another sharding: the positions of this epoch's global order that all ranks used up are a prefix of it;
-        # the new ranks deal the rest among them (BatchStream's offset), so no example is skipped or repeated.
-        run.stream.state = {"phase": data["phase"], "epoch": data["epoch"], "position": 0,
-                            "offset": consumed_positions(data, saved_micro, saved_world)}
+    else:  # another sharding: the data continues the epoch (BatchStream), the RNG cannot continue
         torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
     if d.main:
         print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
@@ -693,29 +548,6 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     }
 
 
-def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = None) -> None:
-    """Fault injection for the reliability tests, driven by LITEBERT_FAULT="kind:step[:rank]"."""
-    spec = os.environ.get("LITEBERT_FAULT", "")
-    if not spec:
-        return
-    parts = spec.split(":")
-    if parts[0] != kind or int(parts[1]) != step or (len(parts) > 2 and int(parts[2]) != rank):
-        return
-    if kind == "stop":  # the test acts on the stopped process (a real fault: a full disk, SIGTERM), then SIGCONTs it
-        os.kill(os.getpid(), signal.SIGSTOP)
-    elif kind == "oom":  # a real allocator failure: far more memory than any machine has
-        torch.empty(1 << 62, dtype=torch.uint8, device=loss.device if loss is not None else "cpu")
-    elif kind == "nan_loss" and loss is not None:
-        loss.mul_(float("nan"))  # recorded by autograd, so the gradients turn NaN too (as with a real overflow)
-    elif kind == "kill":
-        marker = os.environ.get("LITEBERT_FAULT_ONCE")
-        if marker:  # kill only on the first attempt (torchrun restarts the worker)
-            if Path(marker).exists():
-                return
-            Path(marker).touch()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 # --------------------------------------------------------------------------------------------- eval, save, log
 
 
@@ -749,7 +581,6 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
                         cfg: PretrainConfig | None = None) -> dict[str, float]:
     """Held-out MLM and pair accuracy with fixed masks (epoch 0): `objective` "sop" scores the head on
     in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation)."""
-    from litebert.data.pretraining import PretrainingDataset, collate_pretraining
     from litebert.data.store import TokenStore
 
     store = store if not isinstance(store, (str, Path)) else TokenStore.open(store)
@@ -806,28 +637,6 @@ def save(run: Run) -> Path | None:
         path = save_checkpoint(run.cfg.out, run.step, writers, keep=run.cfg.keep)
     d.barrier()
     return path
-
-
-def with_file_faults(writers: dict, step: int) -> dict:
-    """LITEBERT_FAULT="kill_after_file:STEP:K" SIGKILLs this process right after the K-th file of the
-    checkpoint at STEP is written (K = number of files: after all files, before the commit marker; K = 0: the
-    temp dir exists but no file is written yet)."""
-    spec = os.environ.get("LITEBERT_FAULT", "").split(":")
-    if spec[0] != "kill_after_file" or int(spec[1]) != step:
-        return writers
-    k, written = int(spec[2]), []
-
-    def wrap(name, write):
-        def run_and_maybe_die(path):
-            if k == 0:
-                os.kill(os.getpid(), signal.SIGKILL)
-            write(path)
-            written.append(name)
-            if len(written) == k:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return run_and_maybe_die
-
-    return {name: wrap(name, w) for name, w in writers.items()}
 
 
 def truncate_metrics(path: Path, step: int) -> None:
@@ -975,11 +784,11 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
               f"{run.precision}, {d.world} rank(s) x {cfg.micro_batch_size} x {run.accum} accumulation = batch "
               f"{cfg.batch_size}, {cfg.steps} steps from step {run.step}, peak {run.peak_flops / 1e12:.2f} "
               "TFLOP/s (calibration GEMM)", file=sys.stderr)
-        for line in data_lines(cfg, run.stream._dataset()):
+        for line in data_lines(cfg, run.stream.dataset()):
             print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
     # A fixed held-out batch for the representation-health figure at every log step (litebert.health).
-    shortest = min(n for _, n in parse_phases(cfg.phases, seq_len))
+    shortest = min(n for _, n in cfg.length_phases)
     health_batch = store_health_batch(run.store, shortest) if d.main and cfg.health else None
     collapse_warned = False
     last = {}

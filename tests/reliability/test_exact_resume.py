@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from harness import (EPOCH_RUN, assert_same_weights, config_args, losses, pretrain_args, read_metrics,
                      run_litebert)
 from litebert.checkpoint import load_state
-from litebert.data.pretraining import ResumableSampler
-from litebert.pretrain import PretrainConfig, consumed_positions, pretrain, reshard_indices
+from litebert.data.pretraining import BatchStream, ResumableSampler
+from litebert.pretrain import PretrainConfig, pretrain
 
 
 def test_stop_and_resume_is_bitwise_exact(tiny_data, reference_runs, tmp_path):
@@ -75,49 +75,40 @@ def test_resume_on_another_world_size_continues_the_epoch(tiny_data, reference_r
     assert_same_weights(run / "checkpoint-8", single / "checkpoint-8", atol=1e-5)
 
 
-def shard_epoch(n: int, seed: int, epoch: int, world: int, micro: int) -> list[np.ndarray]:
-    """What each rank's DataLoader yields in a whole epoch from the start (ResumableSampler + drop_last)."""
-    out = []
-    for rank in range(world):
-        sampler = ResumableSampler(n, rank=rank, world_size=world, seed=seed, shuffle=True, drop_last=True)
-        sampler.set_epoch(epoch)
-        idx = sampler.indices()
-        out.append(idx[: len(idx) // micro * micro])
-    return out
-
-
 @settings(max_examples=300, deadline=None, database=None)
 @given(n=st.integers(1, 400), seed=st.integers(0, 2**31), epoch=st.integers(0, 5),
-       worlds=st.lists(st.integers(1, 8), min_size=2, max_size=4), micros=st.lists(st.integers(1, 16), min_size=4,
-       max_size=4), stops=st.lists(st.floats(0, 1), min_size=3, max_size=3))
-def test_resharding_never_skips_or_repeats_within_an_epoch(fuzz_count, n, seed, epoch, worlds, micros, stops):
-    """An epoch consumed under a chain of (world size, micro-batch size) changes, each stop at a random point,
-    with the data state carried as resume_from carries it: no example twice, and the ones never seen are
-    only the drop_last tail of the last sharding (fewer than one global micro-batch)."""
+       worlds=st.lists(st.integers(1, 8), min_size=2, max_size=4), micros=st.lists(st.integers(1, 3), min_size=4,
+       max_size=4), scale=st.sampled_from([1, 5]), stops=st.lists(st.floats(0, 1), min_size=3, max_size=3))
+def test_resharding_never_skips_or_repeats_within_an_epoch(fuzz_count, n, seed, epoch, worlds, micros, scale,
+                                                          stops):
+    """An epoch consumed under a chain of (world size, micro-batch size) changes, each stop at a random point, with
+    the data state carried as resume_from carries it (BatchStream.load_state_dict, then the sampler BatchStream
+    builds from its state): no example twice, and the ones never seen are only the drop_last tail of the last
+    sharding (fewer than one global micro-batch). Micro-batch sizes from a small set, so that consecutive
+    shardings are often equal (the exact-continuation path) as well as different (the re-dealing path)."""
     fuzz_count("resharding")
     seen: list[int] = []
-    data = {"phase": 0, "epoch": epoch, "position": 0, "offset": 0}
+    state = {"phase": 0, "epoch": epoch, "position": 0, "offset": 0}
+    before = (micros[0] * scale, worlds[0])  # (micro-batch size, world size) the state was saved under
     for i, world in enumerate(worlds):
-        micro = micros[i]
-        if data["offset"] == 0 and data["position"] == 0:
-            shards = shard_epoch(n, seed, epoch, world, micro)
-        else:
-            shards = [np.asarray(reshard_indices(n, seed, epoch, data["offset"], r, world)) for r in range(world)]
-            shards = [s[: len(s) // micro * micro] for s in shards]
+        micro = micros[i] * scale
+        streams = [BatchStream(None, [(1.0, 8)], 1, micro, rank=r, world=world, seed=seed) for r in range(world)]
+        for stream in streams:
+            stream.load_state_dict(state, *before)
+        shards = [np.asarray(list(s.sampler(n))) for s in streams]
+        shards = [s[: len(s) // micro * micro] for s in shards]  # the DataLoader's drop_last
         steps = len(shards[0]) // micro  # micro-batches per rank in the rest of the epoch
         assert all(len(s) == steps * micro for s in shards)  # every rank as many: they stay in step
-        last = i == len(worlds) - 1
-        taken = steps if last else int(stops[i] * steps)
+        taken = steps if i == len(worlds) - 1 else int(stops[i] * steps)
         for p in range(taken):  # the ranks take micro-batches in lockstep
             for s in shards:
                 seen.extend(s[p * micro:(p + 1) * micro].tolist())
-        data = {**data, "offset": consumed_positions({**data, "position": taken}, micro, world), "position": 0}
+        state = {**streams[0].state_dict(), "position": streams[0].state["position"] + taken}  # next() counts so
+        before = (micro, world)
     assert len(seen) == len(set(seen)), "an example was used twice in one epoch"
-    whole = ResumableSampler(n, seed=seed, shuffle=True, drop_last=True)
-    whole.set_epoch(epoch)
-    order = whole.global_order().tolist()
+    order = ResumableSampler(n, seed=seed, shuffle=True, drop_last=True, epoch=epoch).global_order().tolist()
     assert set(seen) == set(order[: len(seen)]), "what was used is not a prefix of the epoch's global order"
-    assert n - len(seen) < worlds[-1] * micros[len(worlds) - 1] + worlds[-1]  # only the drop_last tail is left
+    assert n - len(seen) < world * micro + world  # only the drop_last tail of the last sharding is left
 
 
 def test_resume_is_exact_with_dropout(tiny_data, tmp_path):
@@ -132,16 +123,18 @@ def test_resume_is_exact_with_dropout(tiny_data, tmp_path):
 def test_resume_saved_at_the_end_of_an_epoch_starts_the_next_one(tiny_data, tmp_path):
     """A data state saved just as an epoch was used up resumes with the next epoch, not the same one again.
     (Micro-batches of 1 make every epoch end on a micro-batch boundary.)"""
+    from functools import partial
+
     from litebert.data.store import TokenStore
-    from litebert.pretrain import BatchStream, Dist
+    from litebert.pretrain import train_dataset
 
     cfg = PretrainConfig(**config_args(tiny_data, tmp_path / "run", batch_size=1, micro_batch_size=1))
-    store = TokenStore.open(cfg.data)
-    straight = BatchStream(store, cfg, Dist())
-    batches = [straight.next(0) for _ in range(len(straight._dataset()) + 1)]  # all of epoch 0, then one more
+    make = partial(train_dataset, cfg, TokenStore.open(cfg.data))
+    straight = BatchStream(make, [(1.0, cfg.max_seq_length)], cfg.steps, 1, seed=cfg.seed)
+    batches = [straight.next(0) for _ in range(len(straight.dataset()) + 1)]  # all of epoch 0, then one more
     assert straight.state["epoch"] == 1 and straight.state["position"] == 1
-    resumed = BatchStream(store, cfg, Dist(), state={"phase": 0, "epoch": 0, "position": len(batches) - 1,
-                                                     "offset": 0})
+    resumed = BatchStream(make, [(1.0, cfg.max_seq_length)], cfg.steps, 1, seed=cfg.seed)
+    assert resumed.load_state_dict({"phase": 0, "epoch": 0, "position": len(batches) - 1}, 1, 1)
     first = resumed.next(0)
     assert resumed.state == straight.state
     assert all(torch.equal(first[k], batches[-1][k]) for k in first)

@@ -3,7 +3,8 @@
     build_store(inputs, tokenizer_dir, "store/")          # stage 1 (also `litebert data build`)
     store = TokenStore.open("store/")
     ds = PretrainingDataset(store, max_seq_length=128)    # stage 2: SOP pairs + n-gram whole-word masking
-    sampler = ResumableSampler(ds, rank=r, world_size=w)
+    ds.set_epoch(e)                                       # per epoch: its examples, then its order on rank r
+    sampler = ResumableSampler(ds, rank=r, world_size=w, epoch=e)
     DataLoader(ds, batch_size=64, sampler=sampler, collate_fn=ds.collate_fn)
 
 The stage-2 names (which need torch) are imported on first use, so the tokenizing worker processes of stage 1

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
@@ -553,102 +553,81 @@ def collate_pretraining(examples: Sequence[dict], pad_to: int | None = None, pad
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Sampling across ranks, resumable mid-epoch
+# Sampling across ranks, from anywhere in an epoch
 
 
 class ResumableSampler(Sampler[int]):
-    """Shuffled (per seed and epoch), rank-sharded indices that can resume mid-epoch exactly.
+    """Shuffled (per seed and epoch), rank-sharded indices of one epoch, started anywhere in it.
 
-    Like torch's DistributedSampler: the epoch's order is padded by repeating its head until it divides by
-    world_size (or the tail is dropped with drop_last), and rank r takes positions r, r + W, ... Padding entries
-    are the last `num_padding` of the global order; `padding_mask()` marks them on this rank so evaluation can
-    drop duplicates. num_examples may be an int or a sized object (e.g. the dataset), read at each epoch.
+    The epoch's order is one permutation of (seed, epoch), the same for every world size (its "global order").
+    Its first `offset` positions count as done (what the ranks of an earlier sharding used up, see
+    `consumed_positions`). The rest is padded by repeating its head until it divides by world_size (or its tail is
+    dropped with drop_last), and rank r takes positions r, r + W, ... of it, like torch's DistributedSampler; of
+    those it skips the first `skip` (what this rank had already taken before a resume). Padding entries are the last
+    `num_padding` of the rest; `padding_mask()` marks them on this rank so evaluation can drop duplicates.
+    num_examples may be an int or a sized object (e.g. the dataset after its set_epoch).
 
-    Position counts indices this sampler has handed out in the current epoch. A DataLoader prefetches, so for an
-    exact resume save `state_dict(consumed=batches_done * batch_size)` rather than the sampler's own position.
+    The sampler has no position of its own: one is made per (epoch, offset, skip), by `BatchStream` in training,
+    whose data state is the run's whole data position.
     """
 
     def __init__(self, num_examples: int | Sized, rank: int = 0, world_size: int = 1, seed: int = 0,
-                 shuffle: bool = True, drop_last: bool = False, start_index: int = 0):
+                 shuffle: bool = True, drop_last: bool = False, epoch: int = 0, offset: int = 0, skip: int = 0):
         if world_size < 1 or not 0 <= rank < world_size:
             raise ConfigError(f"rank={rank}, world_size={world_size}: need 0 <= rank < world_size")
-        if seed < 0:
-            raise ConfigError(f"seed={seed}: must be >= 0")
+        for name, value in (("seed", seed), ("epoch", epoch), ("offset", offset), ("skip", skip)):
+            if value < 0:
+                raise ConfigError(f"{name}={value}: must be >= 0")
         self.source, self.rank, self.world_size = num_examples, rank, world_size
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
-        self.epoch, self.position = 0, int(start_index)
+        self.epoch, self.offset, self.skip = int(epoch), int(offset), int(skip)
 
     @property
     def num_examples(self) -> int:
         return self.source if isinstance(self.source, int) else len(self.source)
 
+    def _rest(self) -> int:
+        """Positions of the global order after `offset`."""
+        return max(0, self.num_examples - self.offset)
+
     def _total(self) -> int:
-        n, w = self.num_examples, self.world_size
+        n, w = self._rest(), self.world_size
         return n // w * w if self.drop_last else math.ceil(n / w) * w
 
     @property
     def num_samples(self) -> int:
-        """Indices per rank per epoch."""
+        """Indices of this rank's shard of the rest of the epoch, `skip` included."""
         return self._total() // self.world_size
 
     @property
     def num_padding(self) -> int:
-        """Repeated (padding) entries in the whole epoch, across all ranks."""
-        return max(0, self._total() - self.num_examples)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start epoch `epoch` from its beginning; the same epoch again keeps the position, so a loop that calls
-        set_epoch(e) after load_state_dict (or with start_index) resumes where it left off."""
-        if int(epoch) != self.epoch:
-            self.epoch, self.position = int(epoch), 0
+        """Repeated (padding) entries in the rest of the epoch, across all ranks."""
+        return max(0, self._total() - self._rest())
 
     def global_order(self) -> np.ndarray:
-        """[num_samples * world_size] the epoch's order before sharding, padding included."""
+        """[num_samples * world_size] the rest of the epoch's order (after `offset`) before sharding, padding
+        included."""
         n = self.num_examples
-        if self.shuffle:
-            order = make_rng(self.seed, _SAMPLER_STREAM, self.epoch).permutation(n)
-        else:
-            order = np.arange(n)
-        total = self._total()
-        if total > n:
+        order = make_rng(self.seed, _SAMPLER_STREAM, self.epoch).permutation(n) if self.shuffle else np.arange(n)
+        order, total = order[self.offset:], self._total()
+        if total > len(order):
             order = np.resize(order, total)  # repeats the head, cyclically when needed
         return order[:total]
 
     def indices(self) -> np.ndarray:
-        """[num_samples] this rank's indices for the whole epoch."""
-        return self.global_order()[self.rank :: self.world_size]
+        """[num_samples - skip] this rank's indices for the rest of the epoch."""
+        return self.global_order()[self.rank :: self.world_size][self.skip:]
 
     def padding_mask(self) -> np.ndarray:
-        """[num_samples] True where this rank's index is a repeat added as padding."""
-        global_position = np.arange(self.rank, self._total(), self.world_size)
-        return global_position >= self.num_examples
+        """[num_samples - skip] True where this rank's index is a repeat added as padding."""
+        global_position = np.arange(self.rank, self._total(), self.world_size)[self.skip:]
+        return global_position >= self._rest()
 
     def __iter__(self):
-        indices = self.indices().tolist()
-        if self.position >= len(indices):  # a finished epoch iterated again starts over (like torch)
-            self.position = 0
-        while self.position < len(indices):
-            self.position += 1
-            yield indices[self.position - 1]
+        return iter(self.indices().tolist())
 
     def __len__(self) -> int:
-        return max(0, self.num_samples - self.position)
-
-    def state_dict(self, consumed: int | None = None) -> dict:
-        return {"epoch": self.epoch, "position": self.position if consumed is None else int(consumed),
-                "seed": self.seed, "world_size": self.world_size, "num_examples": self.num_examples,
-                "shuffle": self.shuffle, "drop_last": self.drop_last}
-
-    def load_state_dict(self, state: dict) -> None:
-        for key in ("seed", "world_size", "shuffle", "drop_last"):
-            if key in state and state[key] != getattr(self, key):
-                raise TrainingError(f"sampler state has {key}={state[key]!r} but this run has "
-                                    f"{getattr(self, key)!r}: the saved position would point elsewhere")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
-        if "num_examples" in state and state["num_examples"] != self.num_examples:
-            raise TrainingError(f"sampler state was saved for {state['num_examples']} examples in epoch "
-                                f"{self.epoch}, this data has {self.num_examples} (call dataset.set_epoch first, "
-                                "or was the store rebuilt?)")
+        return max(0, self.num_samples - self.skip)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -660,16 +639,26 @@ class Phase(NamedTuple):
     max_seq_length: int
 
 
+def parse_phases(spec: str | None, default_length: int) -> list[tuple[float, int]]:
+    """"0.9:128,0.1:512" -> [(0.9, 128), (0.1, 512)]: fractions of the training steps and their sequence lengths
+    (no spec: every step at default_length). The one place a schedule is read and checked (`--phases`)."""
+    if not spec:
+        return [(1.0, default_length)]
+    try:
+        phases = [(float(f), int(n)) for f, n in (part.split(":") for part in spec.split(","))]
+    except ValueError:
+        raise ConfigError(f"--phases {spec!r}: expected FRACTION:LENGTH[,FRACTION:LENGTH...]") from None
+    if abs(sum(f for f, _ in phases) - 1.0) > 1e-6 or any(not f > 0 or n < 8 for f, n in phases):  # NaN: not > 0
+        raise ConfigError(f"--phases {spec!r}: fractions must be positive and sum to 1, lengths >= 8")
+    return phases
+
+
 def phase_for_step(step: float, phases: Sequence[tuple[float, int]], total_steps: int | None = None) -> Phase:
-    """The phase a step falls in, for schedules like [(0.9, 128), (0.1, 512)] (90% of steps at 128, then 512).
+    """The phase a step falls in, for parse_phases' schedules like [(0.9, 128), (0.1, 512)] (90% of steps at
+    128, then 512).
 
     step is a fraction of training in [0, 1], or a step number when total_steps is given.
     """
-    fractions = [float(f) for f, _ in phases]
-    if not phases or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-6:
-        raise ConfigError(f"phases={list(phases)}: need (fraction, max_seq_length) pairs, fractions > 0 summing to 1")
-    if any(int(length) < 5 for _, length in phases):
-        raise ConfigError(f"phases={list(phases)}: max_seq_length must be >= 5")
     fraction = step / total_steps if total_steps else step
     if not 0 <= fraction <= 1:
         raise ConfigError(f"step {step} is outside training (0..{total_steps or 1})")
@@ -679,3 +668,92 @@ def phase_for_step(step: float, phases: Sequence[tuple[float, int]], total_steps
         if fraction < edge - 1e-12:
             return Phase(i, int(length))
     return Phase(len(phases) - 1, int(phases[-1][1]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The training stream: one rank's micro-batches, resumable at any step
+
+
+def consumed_positions(state: dict[str, int], micro_batch_size: int, world: int) -> int:
+    """How many positions of the current epoch's global order a saved data state has used up, on all ranks."""
+    return int(state.get("offset", 0)) + int(state["position"]) * micro_batch_size * world
+
+
+class BatchStream:
+    """Micro-batches for one rank, in an order fixed by (seed, phase, epoch, position), so a run can resume at any
+    step: `state_dict()` is the run's whole data position, {phase, epoch, position, offset}. Position = micro-batches
+    this rank has taken from the current epoch since `offset`, the number of positions of the epoch's global order
+    that were done before a resume on another world size or micro-batch size (0 otherwise).
+
+    `make_dataset(max_seq_length)` builds the training dataset of a phase's sequence length; `phases` are
+    parse_phases' (fraction, length) pairs over `total_steps` optimizer steps."""
+
+    def __init__(self, make_dataset: Callable[[int], PretrainingDataset], phases: Sequence[tuple[float, int]],
+                 total_steps: int, micro_batch_size: int, *, rank: int = 0, world: int = 1, seed: int = 0,
+                 num_workers: int = 0, state: dict[str, int] | None = None):
+        self.make_dataset, self.phases, self.total_steps = make_dataset, list(phases), total_steps
+        self.micro_batch_size, self.rank, self.world = micro_batch_size, rank, world
+        self.seed, self.num_workers = seed, num_workers
+        self.state = dict(state or {"phase": 0, "epoch": 0, "position": 0, "offset": 0})
+        self._iter = None
+
+    def state_dict(self) -> dict[str, int]:
+        return dict(self.state)
+
+    def load_state_dict(self, state: dict[str, int], micro_batch_size: int, world: int) -> bool:
+        """Continue from the state_dict() of a run of `world` ranks x `micro_batch_size`. The same sharding goes on
+        exactly where that run stopped (returns True). Another one (returns False): the positions of the epoch's
+        global order that all ranks used up are a prefix of it, and the new ranks deal the rest among them (the
+        offset), so no example is skipped or repeated."""
+        data = {k: int(v) for k, v in state.items()}
+        data.setdefault("offset", 0)
+        exact = (micro_batch_size, world) == (self.micro_batch_size, self.world)
+        self.state = data if exact else {"phase": data["phase"], "epoch": data["epoch"], "position": 0,
+                                         "offset": consumed_positions(data, micro_batch_size, world)}
+        self._iter = None
+        return exact
+
+    def dataset(self) -> PretrainingDataset:
+        """The training dataset of the current phase, at the current epoch."""
+        dataset = self.make_dataset(self.phases[self.state["phase"]][1])
+        dataset.set_epoch(self.state["epoch"])
+        return dataset
+
+    def sampler(self, num_examples: int) -> ResumableSampler:
+        """This rank's indices for the rest of the current epoch, as the state says."""
+        s = self.state
+        return ResumableSampler(num_examples, rank=self.rank, world_size=self.world, seed=self.seed, shuffle=True,
+                                drop_last=True, epoch=s["epoch"], offset=s["offset"],
+                                skip=s["position"] * self.micro_batch_size)
+
+    def _open(self) -> None:
+        dataset, length = self.dataset(), self.phases[self.state["phase"]][1]
+        if len(dataset) < self.micro_batch_size * self.world:
+            raise TrainingError(f"{dataset.store.path}: only {len(dataset)} training examples at length {length}, "
+                                f"fewer than one global micro-batch ({self.micro_batch_size} x {self.world} ranks); "
+                                "use a bigger corpus")
+        # Pad to the phase's full length: static shapes (compile-friendly); ALBERT's pairs fill it anyway.
+        collate = partial(collate_pretraining, pad_to=length, pad_id=dataset.pad_id)
+        # Its own generator: the DataLoader draws a base seed per iterator, which must not consume the global
+        # RNG that dropout uses (or a resumed run would drop out differently).
+        loader_rng = torch.Generator().manual_seed(self.seed * 1_000_003 + self.state["epoch"])
+        loader = torch.utils.data.DataLoader(dataset, batch_size=self.micro_batch_size,
+                                             sampler=self.sampler(len(dataset)), generator=loader_rng,
+                                             drop_last=True, num_workers=self.num_workers, collate_fn=collate)
+        self._iter = iter(loader)
+
+    def next(self, step: int) -> dict[str, torch.Tensor]:
+        """The next micro-batch for optimizer step `step` (which picks the phase)."""
+        phase = phase_for_step(step, self.phases, self.total_steps).index
+        if phase != self.state["phase"]:  # a new sequence length: a fresh pass over the data at that length
+            self.state, self._iter = {"phase": phase, "epoch": 0, "position": 0, "offset": 0}, None
+        if self._iter is None:
+            self._open()
+        try:
+            batch = next(self._iter)
+        except StopIteration:
+            self.state.update(epoch=self.state["epoch"] + 1, position=0, offset=0)
+            self._open()
+            batch = next(self._iter)
+        self.state["position"] += 1
+        return batch

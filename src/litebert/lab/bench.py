@@ -288,12 +288,14 @@ def maybe_compile(model: torch.nn.Module, enabled: bool, **kwargs: Any) -> torch
 
 
 def ours_train_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device: torch.device, precision: str,
-                    compile: bool = False, lr: float = 1e-4) -> Callable[[], Any]:
+                    compile: bool = False, lr: float = 1e-4, gradient_checkpointing: bool = False
+                    ) -> Callable[[], Any]:
     """One step of `litebert pretrain` exactly: `litebert.pretrain.train_step` (sparse MLM head over the fixed P
     masked positions, MLM sum / global masked count + SOP mean, LAMB, global grad clip 1.0), one micro-batch."""
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer, make_scheduler
-    from litebert.pretrain import Dist, PretrainConfig, Run, train_step
+    from litebert.distributed import Dist
+    from litebert.pretrain import PretrainConfig, Run, train_step
 
     B = batch["input_ids"].shape[0]
     cfg = PretrainConfig(batch_size=B, micro_batch_size=B, steps=10**6, precision=precision, compile=compile,
@@ -301,6 +303,7 @@ def ours_train_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device
                          max_predictions_per_seq=batch["masked_positions"].shape[1])
     torch.manual_seed(0)
     raw = AlbertForPreTraining(config).to(device)
+    raw.set_gradient_checkpointing(gradient_checkpointing)
     optimizer = build_optimizer(raw, "lamb", lr=lr)
     scheduler = make_scheduler(optimizer, 0, cfg.steps)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
@@ -317,7 +320,8 @@ def ours_train_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device
 
 def ours_pretrain_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device: torch.device, precision: str,
                        *, sparse: bool = True, attention: str = "auto", pass_mask: bool = True,
-                       compile: bool = False, lr: float = 1e-4) -> Callable[[], Any]:
+                       compile: bool = False, lr: float = 1e-4,
+                       gradient_checkpointing: bool = False) -> Callable[[], Any]:
     """Our model with one lever at a time, same loss semantics as `train_step` (for the lever ablation).
     `sparse=False` computes MLM logits at every position (as Hugging Face does) and scores the masked ones."""
     from litebert.model import AlbertForPreTraining, gather_positions, masked_lm_loss
@@ -325,6 +329,7 @@ def ours_pretrain_step(config: AlbertConfig, batch: dict[str, torch.Tensor], dev
 
     torch.manual_seed(0)
     raw = AlbertForPreTraining(config).to(device).train()
+    raw.set_gradient_checkpointing(gradient_checkpointing)
     set_attention_impl(raw, attention)
     model = maybe_compile(raw, compile)
     optimizer = build_optimizer(raw, "lamb", lr=lr)
@@ -553,7 +558,7 @@ def _times(step: Callable[[], Any], n: int) -> Callable[[], Any]:
 
 
 def _ddp_worker(rank: int, world: int, port: int, config: AlbertConfig, batch: dict[str, torch.Tensor],
-                precision: str, compile: bool, commands, done) -> None:
+                precision: str, compile: bool, gradient_checkpointing: bool, commands, done) -> None:
     """One rank of `ddp_train_side`: 1 thread, its slice of the batch, `train_step` under DDP (gloo)."""
     import torch.distributed as dist
 
@@ -562,7 +567,8 @@ def _ddp_worker(rank: int, world: int, port: int, config: AlbertConfig, batch: d
     dist.init_process_group("gloo", rank=rank, world_size=world)
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer, make_scheduler
-    from litebert.pretrain import Dist, PretrainConfig, Run, train_step
+    from litebert.distributed import Dist
+    from litebert.pretrain import PretrainConfig, Run, train_step
 
     per = batch["input_ids"].shape[0] // world
     micro = [{k: v[rank * per:(rank + 1) * per] for k, v in batch.items() if k != "labels"}]
@@ -570,6 +576,7 @@ def _ddp_worker(rank: int, world: int, port: int, config: AlbertConfig, batch: d
                          lr=1e-4, max_predictions_per_seq=batch["masked_positions"].shape[1])
     torch.manual_seed(0)
     raw = AlbertForPreTraining(config)
+    raw.set_gradient_checkpointing(gradient_checkpointing)
     model = maybe_compile(torch.nn.parallel.DistributedDataParallel(raw), compile)
     optimizer = build_optimizer(raw, "lamb", lr=cfg.lr)
     run = Run(cfg, Dist(rank, world), torch.device("cpu"), precision, config, model, raw, optimizer,
@@ -591,7 +598,7 @@ class DDPSide:
     the parent waits (idle), so it interleaves with in-process sides. Call `close()` when done."""
 
     def __init__(self, config: AlbertConfig, batch: dict[str, torch.Tensor], precision: str, world: int = 2,
-                 compile: bool = False):
+                 compile: bool = False, gradient_checkpointing: bool = False):
         import socket
 
         import torch.multiprocessing as mp
@@ -603,8 +610,9 @@ class DDPSide:
         self.commands = [ctx.Queue() for _ in range(world)]
         self.done = [ctx.Queue() for _ in range(world)]
         self.procs = [ctx.Process(target=_ddp_worker, daemon=True,
-                                  args=(r, world, port, config, batch, precision, compile, self.commands[r],
-                                        self.done[r])) for r in range(world)]
+                                  args=(r, world, port, config, batch, precision, compile,
+                                        gradient_checkpointing, self.commands[r], self.done[r]))
+                      for r in range(world)]
         for p in self.procs:
             p.start()
 
