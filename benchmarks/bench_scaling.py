@@ -230,7 +230,8 @@ def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     path.parent.mkdir(parents=True, exist_ok=True)
     wanted = [p for p in sweep(args.quick, args.threads, args.max_repeats)
               if (not args.only or p["group"] in args.only.split(","))
-              and (not args.models or p["model"] in args.models.split(","))]
+              and (not args.models or p["model"] in args.models.split(","))
+              and (not args.keys or key(p) in args.keys.split(","))]
     for i, point in enumerate(wanted):
         if key(point) in done:
             continue
@@ -273,6 +274,7 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
         k = key(p, repeat=False)
         row = rows.setdefault(k, {**{f: p[f] for f in ("group", "model", "seq", "batch", "ranks", "threads",
                                                       "checkpointing", "steps")},
+                                  "flops_per_token": p.get("flops_per_token", float("inf")),
                                   "runs": [], "errors": [], "loads": [], "lower_bound_mb": p["lower_bound_mb"]})
         row["loads"] += [p["load_before"], p["load_after"]]
         (row["errors"] if "error" in p else row["runs"]).append(p)
@@ -289,9 +291,16 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                        tokens_per_cpu_s=runs[0]["tokens_per_step"] / statistics.median(
                            [statistics.median(r["cpu_seconds"]) for r in runs if r["cpu_seconds"]] or [float("nan")]),
                        peak_rss_mb=max(r["peak_rss_mb"] for r in runs),
-                       gflop_s=statistics.median(r["tokens_per_s"] * r["flops_per_token"] / 1e9 for r in runs))
+                       gflop_per_cpu_s=statistics.median(
+                           r["flops_per_token"] * r["tokens_per_step"] / statistics.median(r["cpu_seconds"]) / 1e9
+                           for r in runs if r["cpu_seconds"]) if any(r["cpu_seconds"] for r in runs) else float("nan"))
         out.append(row)
     return out
+
+
+def num(x: float) -> str:
+    """3 significant digits below 100, thousands separators above."""
+    return "-" if x != x else f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def describe(row: dict[str, Any]) -> str:
@@ -309,7 +318,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
     titles = {"model": "Model size", "seq": "Sequence length", "ranks": "DDP ranks and threads on the same cores"}
     headers = ["point", "tokens/s (median [min-max] over repeats)", "s/step", "CPU s/step", "tokens per CPU-s",
                "first step s",
-               "achieved GFLOP/s",
+               "GFLOP per CPU-s",
                "peak RSS GiB", "lower bound GiB", "repeats x steps", "load avg"]
     for group, title in titles.items():
         body = []
@@ -319,11 +328,11 @@ def markdown(data: dict[str, Any], command: str) -> str:
                 body.append(f"| {describe(r)} | {r['errors'][-1]['error']} | | | | | | | "
                             f"{r['lower_bound_mb'] / 1024:.2f} | | {load} |")
                 continue
-            spread = f" [{r['rate_min']:,.0f}-{r['rate_max']:,.0f}]" if len(r["runs"]) > 1 else ""
+            spread = f" [{num(r['rate_min'])}-{num(r['rate_max'])}]" if len(r["runs"]) > 1 else ""
             cpu = f"{r['cpu_step_s']:.2f}" if r["cpu_step_s"] == r["cpu_step_s"] else "-"
-            body.append(f"| {describe(r)} | {r['tokens_per_s']:,.0f}{spread} | {r['step_s']:.2f} | {cpu} | "
-                        f"{r['tokens_per_cpu_s']:,.0f} | "
-                        f"{r['first_step_s']:.1f} | {r['gflop_s']:,.0f} | {r['peak_rss_mb'] / 1024:.2f} | "
+            body.append(f"| {describe(r)} | {num(r['tokens_per_s'])}{spread} | {r['step_s']:.2f} | {cpu} | "
+                        f"{num(r['tokens_per_cpu_s'])} | "
+                        f"{r['first_step_s']:.1f} | {num(r['gflop_per_cpu_s'])} | {r['peak_rss_mb'] / 1024:.2f} | "
                         f"{r['lower_bound_mb'] / 1024:.2f} | {len(r['runs'])} x {r['steps']} | {load} |")
         if body:
             lines += [f"#### {title}", "", "| " + " | ".join(headers) + " |",
@@ -333,8 +342,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
               + (f", about {statistics.median(base) / 1024:.2f} GiB before the model is built" if base else "")
               + "); for 2 ranks, the sum of both ranks' VmHWM.",
               "- lower bound: `litebert.memory.training_bytes`, what the CLI checks before a run starts (all ranks).",
-              "- achieved GFLOP/s: `litebert.model.model_flops_per_token` x tokens/s (matmul FLOPs; recomputation "
-              "under checkpointing is not counted, so it reads lower there).", ""]
+              "- GFLOP per CPU-s: `litebert.model.model_flops_per_token` x tokens per CPU-second (matmul FLOPs; "
+              "recomputation under checkpointing is not counted, so it reads lower there).", ""]
     return "\n".join(lines)
 
 
@@ -362,6 +371,7 @@ def chart(data: dict[str, Any], png: Path) -> Path | None:
             labels = [f"{r['seq']}\nbatch {r['batch']}" for r in sel]
             title = f"sequence length ({sel[0]['model']}, {sel[0]['batch'] * sel[0]['seq']} tokens per step)"
         elif group == "model":
+            sel.sort(key=lambda r: (r["flops_per_token"], r["checkpointing"]))
             labels = [r["model"].replace("albert-", "") + ("\n+ckpt" if r["checkpointing"] else "") for r in sel]
             title = f"model size (seq {sel[0]['seq']}, batch {sel[0]['batch']})"
         else:
@@ -382,7 +392,8 @@ def chart(data: dict[str, Any], png: Path) -> Path | None:
         for x, r in zip(xs, sel):
             axes[1][col].text(x, r["peak_rss_mb"] / 1024, f"{r['peak_rss_mb'] / 1024:.1f}", ha="center",
                               va="bottom", fontsize=7)
-    axes[0][0].legend(fontsize=7)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8)
     for ax in axes[0]:
         ax.set_ylabel("training tokens per second")
     for ax in axes[1]:
@@ -391,7 +402,7 @@ def chart(data: dict[str, Any], png: Path) -> Path | None:
     fig.suptitle(f"litebert train_step (bf16 autocast, eager, LAMB), commit {data.get('commit', '?')}; "
                  f"{data.get('machine', {}).get('logical_cpus', '?')}-core machine shared with other work, "
                  f"load average {min(loads):.0f}-{max(loads):.0f}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 0.96))
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=100)
     plt.close(fig)
@@ -408,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                         "its cost, whatever the other tenants of the machine do)")
     p.add_argument("--only", default="", help="comma-separated groups: seq, model, ranks")
     p.add_argument("--models", default="", help="comma-separated model names: only their points")
+    p.add_argument("--keys", default="", help="comma-separated point keys (as in the results file): only these")
     p.add_argument("--resume", action="store_true", help="keep the points already in --json, run the rest")
     p.add_argument("--max-repeats", type=int, default=2,
                    help="runs of each cheap point (1: one pass; a later --resume with 2 adds the second)")

@@ -43,6 +43,7 @@ RUNS = [  # (name, script, arguments)
 
 SWEEPS = [  # (name, title, script, the arguments of its quick version): run once, `SCRIPT --out DIR [QUICK...]`
     ("scaling", "Cost growth: sequence length, model size, DDP ranks", "bench_scaling.py", ["--quick"]),
+    ("data", "Data pipeline: time and memory against corpus size", "bench_data_scaling.py", ["--quick"]),
 ]
 
 

@@ -13,26 +13,25 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-@pytest.fixture(scope="module")
-def scaling():
+def benchmark_module(name: str):
+    """Import a script of benchmarks/ (they import each other by bare name, as when run from there)."""
+    import importlib
+
     sys.path.insert(0, str(BENCH))
     try:
-        import bench_scaling
-
-        yield bench_scaling
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCH))
+
+
+@pytest.fixture(scope="module")
+def scaling():
+    return benchmark_module("bench_scaling")
 
 
 @pytest.fixture(scope="module")
 def run_all():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import run_all
-
-        yield run_all
-    finally:
-        sys.path.remove(str(BENCH))
+    return benchmark_module("run_all")
 
 
 def tiny_point(**kw):
