@@ -245,7 +245,10 @@ def copy_run(finished_run, tmp_path) -> Path:
     (dict(model="{bigger}"), r"model.safetensors: does not match the model; wrong shapes"),
     (dict(resume="none"), r"already holds checkpoints; use --resume auto or another --out"),
     (dict(steps=1), r"checkpoint-2: saved at step 2, past this run's --steps 1; pass --steps 2 or more"),
-], ids=["optimizer", "model", "resume-none", "fewer-steps"])
+    # before: the saved optimizer state's learning rate won and the new one was ignored without a word
+    (dict(lr=0.05), r"run.json: this run was made with --lr 0.002 \(now 0.05\);"),
+    (dict(seed=7, masked_lm_prob=0.4), r"made with --masked-lm-prob 0.15 \(now 0.4\), --seed 0 \(now 7\);"),
+], ids=["optimizer", "model", "resume-none", "fewer-steps", "lr", "seed-and-masking"])
 def test_a_resume_that_does_not_fit_is_refused(tiny_data, finished_run, tmp_path, capsys, change, message):
     run = copy_run(finished_run, tmp_path)
     bigger = tmp_path / "bigger.json"

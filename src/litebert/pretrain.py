@@ -19,8 +19,10 @@ import gc
 import json
 import math
 import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -37,18 +39,22 @@ from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_inco
                                  load_state, read_verified, save_checkpoint, save_state)
 from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS, option
 from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
+from litebert.data.store import TokenStore
 from litebert.device import (PRECISIONS, autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
                              resolve_precision, synchronize)
 from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
-from litebert.errors import CheckpointError, ConfigError, Terminated, TrainingError
+from litebert.errors import CheckpointError, ConfigError, Terminated, TokenizerError, TrainingError
 from litebert.faults import inject_fault, with_file_faults
-from litebert.files import check_output, lock_dir, read_json
+from litebert.files import atomic_write, check_output, lock_dir, read_json
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
+from litebert.hub_cache import resolve_model_path
 from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
+from litebert.rundir import resolve_model_dir
+from litebert.tokenizer import load_tokenizer
 
 
 @dataclass
@@ -182,8 +188,6 @@ class PretrainConfig:
 
 def parse_duration(text: str | float, flag: str) -> float:
     """Seconds in "90", "90s", "30m", "2h", "1h30m" (or a number)."""
-    import re
-
     value = str(text).strip().lower()
     match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", value)
     if not value or match is None:
@@ -227,9 +231,6 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
     newest complete checkpoint); its weights are the start, the optimizer and schedule are fresh, and the store
     must have been built with the model's own tokenizer (same pieces, same ids), which `store` is checked
     against."""
-    from litebert.hub_cache import resolve_model_path
-    from litebert.rundir import resolve_model_dir
-
     model = cfg.model
     if model not in PRESETS and "/" in model and not model.endswith(".json") and not Path(model).exists():
         model = str(resolve_model_path(model))  # a Hub id ("albert/albert-base-v2"): its local Hub cache snapshot
@@ -259,9 +260,6 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
 def check_continued_tokenizer(init_dir: Path, store) -> None:
     """The model dir's tokenizer (when it has one) must be the store's: equal vocab sizes are not enough, a
     store of another vocabulary would feed the model ids that mean other pieces."""
-    from litebert.errors import TokenizerError
-    from litebert.tokenizer import load_tokenizer
-
     try:
         tokenizer = load_tokenizer(init_dir)
     except TokenizerError:
@@ -285,8 +283,6 @@ def start_from(model: AlbertForPreTraining, init_dir: Path, main: bool) -> None:
 
 def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
     """The store's own copy of its tokenizer, or --tokenizer; either way it must be the one the store used."""
-    from litebert.tokenizer import load_tokenizer
-
     path = Path(cfg.tokenizer) if cfg.tokenizer else store.path / "tokenizer"
     if not path.is_dir():
         raise ConfigError(f"{path}: no tokenizer directory; pass --tokenizer DIR (the one the store was built with)")
@@ -304,7 +300,6 @@ def train_dataset(cfg: PretrainConfig, store, max_seq_length: int) -> Pretrainin
 
 
 def setup(cfg: PretrainConfig) -> Run:
-    from litebert.data.store import TokenStore
 
     d, device = init_distributed(cfg.device)
     if cfg.threads:
@@ -372,9 +367,29 @@ def check_run_dir_matches(run: Run) -> None:
         saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
         if saved_config != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
-    from litebert.files import atomic_write
+        changed = changed_recipe(before.get("train", {}), now["train"])
+        if changed:
+            raise TrainingError(f"{path}: this run was made with " + ", ".join(changed) + "; a resume restores the "
+                                "saved optimizer, schedule and data stream, so the new values would be ignored or "
+                                "mix two recipes. Resume with the run's values, or continue from its weights in a "
+                                "new --out (--model CHECKPOINT_DIR: continued pretraining)")
 
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(now, indent=2) + "\n"))  # a full disk: CheckpointError
+
+
+# The settings that define what a run learns: changing one on resume would be silently ignored (the learning rate
+# and its schedule come back from the optimizer state) or would splice two recipes into one run (masking, data order,
+# lengths). --steps, budgets, logging, saving, workers, threads, --micro-batch-size and the world size may change.
+RECIPE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "ngram", "objective",
+                 "single_sentence", "short_seq_draw", "mask_unit", "phases", "batch_size", "warmup_steps", "lr",
+                 "weight_decay", "poly_power", "no_decay_lr_scale", "max_grad_norm", "dropout", "seed")
+
+
+def changed_recipe(saved: dict, now: dict) -> list[str]:
+    """'--lr 0.01 (now 0.02)' for each recipe field whose recorded value differs (fields a run recorded before
+    they existed are not compared)."""
+    return [f"--{k.replace('_', '-')} {saved[k]} (now {now[k]})" for k in RECIPE_FIELDS
+            if k in saved and saved[k] != now[k]]
 
 
 def resume_from(run: Run) -> None:
@@ -581,8 +596,6 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
                         cfg: PretrainConfig | None = None) -> dict[str, float]:
     """Held-out MLM and pair accuracy with fixed masks (epoch 0): `objective` "sop" scores the head on
     in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation)."""
-    from litebert.data.store import TokenStore
-
     store = store if not isinstance(store, (str, Path)) else TokenStore.open(store)
     device = next(model.parameters()).device
     precision = resolve_precision(precision, device)
@@ -656,7 +669,6 @@ def truncate_metrics(path: Path, step: int) -> None:
             keep.append(line)
     if torn:
         print(f"litebert pretrain: {path}: dropped {torn} unreadable line(s) (a write cut short)", file=sys.stderr)
-    from litebert.files import atomic_write
 
     atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8"))
 
@@ -872,7 +884,6 @@ def save_final(run: Run) -> Path | None:
     """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from."""
     if not run.d.main:
         return None
-    from litebert.files import atomic_write
 
     final = Path(run.cfg.out) / "final"
     final.mkdir(parents=True, exist_ok=True)
@@ -895,7 +906,6 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     final evaluation and the save are all outside that window, so a slow start does not shrink the budget (it once
     cut a 5-minute demo to under 3).
     """
-    import tempfile
 
     if steps < 3:
         raise ConfigError(f"steps={steps}: timing needs at least 3 steps")
