@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--every", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--masked-lm-prob", type=float, default=0.15)
+    ap.add_argument("--no-decay-lr-scale", type=float, default=1.0)
     args = ap.parse_args()
     torch.set_num_threads(1)
     from litebert.data.store import TokenStore
@@ -36,7 +38,9 @@ def main() -> None:
     try:
         cfg = PretrainConfig(model="albert-tiny", data=args.store, out=out, steps=600, warmup_steps=30, lr=args.lr,
                              optimizer=args.optimizer, batch_size=args.batch_size, micro_batch_size=args.batch_size,
-                             max_seq_length=64, max_predictions_per_seq=10, threads=1, resume="none")
+                             max_seq_length=64, max_predictions_per_seq=max(10, round(64 * args.masked_lm_prob) + 1),
+                             masked_lm_prob=args.masked_lm_prob, no_decay_lr_scale=args.no_decay_lr_scale,
+                             threads=1, resume="none")
         run = setup(cfg)
         batch = store_health_batch(TokenStore.open(args.store), 64)
         acts: dict[str, torch.Tensor] = {}

@@ -37,6 +37,9 @@ def left_plateau(record: dict) -> dict | None:
 def settings(record: dict) -> str:
     parts = [f"{k}={v}" for k, v in record["set"].items() if k not in ("micro_batch_size",)]
     parts += [f"{k}={v}" for k, v in record.get("model_set", {}).items()]
+    parts += [f"init x{v}: {k}" for k, v in (record.get("init_scale") or {}).items()]
+    if record.get("sinusoid_positions"):
+        parts.append(f"sinusoid positions x{record['sinusoid_positions']:g}")
     return " ".join(parts)
 
 

@@ -84,6 +84,39 @@ def unigram_baseline(store, eval_cfg, examples: int) -> dict:
             "unigram_loss": float(-np.log(probs[targets]).mean()), "eval_targets": int(len(targets))}
 
 
+@torch.no_grad()
+def scale_init(model, scales: dict) -> dict:
+    """Multiply initial weights: "qk" = the query and key rows of each fused qkv projection ([3H, H], rows 0:2H),
+    any other key = every parameter whose name contains it. Returns {parameter name: factor} as applied."""
+    applied = {}
+    for key, factor in scales.items():
+        for name, p in model.named_parameters():
+            if key == "qk" and name.endswith("qkv.weight"):
+                p[: 2 * p.shape[1]] *= factor
+            elif key != "qk" and key in name:
+                p *= factor
+            else:
+                continue
+            applied[name] = factor
+        if not any(v == factor for v in applied.values()):
+            raise SystemExit(f"--init-scale {key}: no parameter matched")
+    return applied
+
+
+@torch.no_grad()
+def sinusoid_positions(model, scale: float) -> None:
+    """Position embeddings [P, E] := sin/cos of position x 10000^(-2i/E) (even/odd columns), rescaled to
+    `scale` x initializer_range standard deviation: every offset k is then one linear map of the table, the same
+    at every position, so attention to "the word before" is one thing to learn rather than P separate ones."""
+    table = model.albert.embeddings.position_embeddings.weight  # [P, E]
+    P, E = table.shape
+    pos = torch.arange(P, dtype=torch.float64)[:, None]
+    freq = torch.pow(10000.0, -torch.arange(0, E, 2, dtype=torch.float64) / E)[None, :]
+    sin = torch.zeros(P, E, dtype=torch.float64)
+    sin[:, 0::2], sin[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+    table.copy_((sin / sin.std() * scale * model.config.initializer_range).to(table.dtype))
+
+
 def write_atomic(path: Path, obj: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(obj, indent=1) + "\n")
@@ -102,7 +135,14 @@ def main() -> None:
     ap.add_argument("--eval-batches", type=int, default=20)
     ap.add_argument("--set", nargs="*", default=[], dest="sets")
     ap.add_argument("--model-set", nargs="*", default=[], dest="model_sets")
+    ap.add_argument("--init-scale", nargs="*", default=[], dest="init_scales",
+                    help="KEY=FACTOR: multiply initial weights by FACTOR before training; KEY is qk (the query and "
+                         "key rows of the fused qkv projection) or a substring of parameter names (position_emb)")
+    ap.add_argument("--sinusoid-positions", type=float, metavar="SCALE",
+                    help="initialise the position embeddings with sinusoids (Vaswani et al.) of SCALE times the "
+                         "initializer's standard deviation instead of random draws")
     ap.add_argument("--fill-mask", action="store_true", help="save the final model and record the demo's fill-mask")
+    ap.add_argument("--keep-model", metavar="DIR", help="with --fill-mask: keep the final model in DIR/NAME")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -139,10 +179,15 @@ def main() -> None:
     health_batch = store_health_batch(store, eval_len)
 
     run = setup(cfg)
+    scaled = scale_init(run.raw_model, parse_sets(args.init_scales))
+    if args.sinusoid_positions:
+        sinusoid_positions(run.raw_model, args.sinusoid_positions)
     eval_at = sorted({round(steps * (i + 1) / args.evals) for i in range(args.evals)})
     record = {"name": args.name, "store": args.store, "model": args.model, "model_set": model_sets, "set": sets,
               "steps": steps, "tokens_per_step": probe.batch_size * mean_len, "budget_tokens": args.tokens,
               "parameters": run.raw_model.num_parameters(exclude_heads=True), "baseline": baseline,
+              "init_scale": parse_sets(args.init_scales), "init_scaled": scaled,
+              "sinusoid_positions": args.sinusoid_positions,
               "eval": {"seq_len": eval_len, "examples": args.eval_batches * 32, "masked_lm_prob": 0.15, "ngram": 3},
               "command": "python experiments/recipe_study.py " + " ".join(sys.argv[1:]),
               "load_at_start": os.getloadavg()[0], "curve": [], "done": False}
@@ -191,6 +236,11 @@ def main() -> None:
                                                                                     FILL_MASK_EXAMPLES, top_k=3))}
     record["done"] = True
     write_atomic(record_path, record)
+    if args.fill_mask and args.keep_model:
+        kept = Path(args.keep_model) / args.name
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(work / "model"), kept)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -1,8 +1,9 @@
 """`litebert demo` end to end with no shared data: a tiny time budget still runs every stage for real."""
 
+import json
 from pathlib import Path
 
-from litebert.demo import FILL_MASK_EXAMPLES, run_demo
+from litebert.demo import DEMO_MODEL, FILL_MASK_EXAMPLES, run_demo
 
 
 def test_demo_runs_every_stage_offline(tmp_path, capsys):
@@ -13,6 +14,10 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     assert 1 <= step <= 50 and (Path(result["final"]) / "step.txt").read_text().strip() == str(step)
     assert (checkpoint / "model.safetensors").is_file() and not (tmp_path / "demo" / "probe").exists()
     assert 0 <= result["eval_mlm_acc"] <= 1 and 0 <= result["eval_sop_acc"] <= 1
+    # the model trained is albert-tiny in DEMO_MODEL's shape, and the run dir keeps its config
+    trained = json.loads((Path(result["final"]) / "config.json").read_text())
+    assert trained["num_hidden_layers"] == DEMO_MODEL["num_hidden_layers"] and trained["hidden_size"] == 128
+    assert json.loads((tmp_path / "demo" / "model.json").read_text())["num_hidden_layers"] == trained["num_hidden_layers"]
     captured = capsys.readouterr()
     assert step == 50 or "--max-time 0.6s reached" in captured.err
     printed = captured.out

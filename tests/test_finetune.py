@@ -368,3 +368,23 @@ def test_fill_mask_prints_readable_tokens_and_the_filled_sentence(english_model,
     filled = lines[1].removeprefix("  -> ")
     assert filled.startswith("the capital of france is ") and filled.endswith(".") and "[MASK]" not in filled
     assert "\u2581" not in out  # no SentencePiece word-start marks
+
+
+def test_fill_mask_shows_a_bare_word_start_piece_legibly(shared_data, tmp_path, capsys):
+    """SentencePiece's bare "▁" (a word starts here, spelled by the next pieces) reads as an empty string; the
+    listing shows it as "<word start>" instead of a blank before its score."""
+    from litebert.inference import WORD_START
+    from litebert.tokenizer import AlbertTokenizer
+
+    tok = AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model")
+    bare = tok.convert_tokens_to_ids(["\u2581"])[0]
+    model_dir = make_model_dir(tmp_path / "model", tok)
+    model = AlbertForPreTraining.from_pretrained(model_dir)
+    with torch.no_grad():
+        model.mlm.bias[bare] = 30.0  # the MLM now proposes the bare piece first for every [MASK]
+    model.save_pretrained(model_dir, tokenizer=tok)
+    code, out, _ = cli(["fill-mask", "--model", model_dir, "--top-k", 2, "one [MASK] two"], capsys)
+    assert code == 0
+    listing = out.splitlines()[2]
+    assert listing.startswith(f"  [MASK] #1: {WORD_START} (1)  "), listing
+    assert "\u2581" not in out

@@ -317,3 +317,30 @@ def test_scheduler_follows_schedule_and_round_trips():
     opt2.load_state_dict(saved["opt"])
     sched2.load_state_dict(saved["sched"])
     assert _lrs(opt2, sched2, 13) == pytest.approx(expected[7:], rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("name", ["lamb", "adamw", "adamw_official"])
+def test_no_decay_lr_scale_scales_biases_and_norms_through_the_schedule(name):
+    """The excluded group (biases, LayerNorm) runs at lr * scale at every step of the schedule; with scale 0 its
+    parameters do not move while the weights do."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+    opt = build_optimizer(model, name, lr=1e-2, no_decay_lr_scale=0.25)
+    sched = make_scheduler(opt, warmup_steps=2, total_steps=10)
+    for _ in range(5):
+        opt.step()
+        sched.step()
+        assert opt.param_groups[1]["lr"] == pytest.approx(0.25 * opt.param_groups[0]["lr"], rel=1e-12)
+        assert opt.param_groups[0]["lr"] > 0
+
+    frozen = build_optimizer(model, name, lr=1e-2, no_decay_lr_scale=0.0)
+    bias, gain, weight = (t.detach().clone() for t in (model[0].bias, model[1].weight, model[0].weight))
+    model(torch.randn(3, 4)).pow(2).sum().backward()
+    frozen.step()
+    assert torch.equal(bias, model[0].bias) and torch.equal(gain, model[1].weight)
+    assert not torch.equal(weight, model[0].weight)
+
+
+def test_no_decay_lr_scale_rejects_negative():
+    with pytest.raises(ConfigError, match="no_decay_lr_scale"):
+        build_optimizer(nn.Linear(2, 2), "lamb", lr=1e-2, no_decay_lr_scale=-0.5)

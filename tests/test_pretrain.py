@@ -150,6 +150,31 @@ def test_a_time_budget_stops_cleanly_with_a_checkpoint_and_a_final_model(tiny_da
     assert lines and all(re.search(r" elapsed=\d+:\d\d eta=(\d+:)?\d+:\d\d$", x) for x in lines), lines[:3]
 
 
+def test_held_out_mlm_is_scored_with_15_percent_masking_whatever_the_training_rate(tiny_data, tmp_path):
+    """A run that trains with 40% masking reports held-out MLM on ALBERT's 15% masking (at most ceil(0.15 x 32)
+    = 5 predictions per example), so its figure compares with a 15%-masking run's; not on its own 40%."""
+    from litebert.model import AlbertForPreTraining
+    from litebert.pretrain import eval_protocol, evaluate_checkpoint
+
+    cfg = PretrainConfig(**config_args(tiny_data, tmp_path / "run", steps=2, masked_lm_prob=0.4,
+                                       max_predictions_per_seq=13))
+    result = pretrain(cfg)
+    model = AlbertForPreTraining.from_pretrained(tmp_path / "run" / "final")
+    store = tiny_data[0]
+
+    def score(masked_lm_prob, max_predictions):
+        protocol = PretrainConfig(max_seq_length=32, masked_lm_prob=masked_lm_prob,
+                                  max_predictions_per_seq=max_predictions)
+        return evaluate_checkpoint(model, store, "sop", 32, batches=1, batch_size=8, seed=0, cfg=protocol)
+
+    assert result["eval_mlm_loss"] == pytest.approx(score(0.15, 5)["eval_mlm_loss"], rel=1e-6)
+    assert result["eval_mlm_loss"] != pytest.approx(score(0.4, 13)["eval_mlm_loss"], rel=1e-6)
+    # The cap: the run's own when lower, ceil(15% of the length) otherwise (0.15 x 20 is 3, not 4).
+    assert eval_protocol(cfg).max_predictions_per_seq == 5
+    assert eval_protocol(PretrainConfig(max_seq_length=32, max_predictions_per_seq=3)).max_predictions_per_seq == 3
+    assert eval_protocol(PretrainConfig(max_seq_length=20, max_predictions_per_seq=8)).max_predictions_per_seq == 3
+
+
 def test_a_token_budget_stops_at_the_step_that_reaches_it(tiny_data, tmp_path, capsys):
     # 2 micro-batches of 8 x 32 positions per step: 512 tokens a step, so 1,200 tokens are reached at step 3.
     run = tmp_path / "run"

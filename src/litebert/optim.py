@@ -11,6 +11,7 @@ Gradient clipping is `torch.nn.utils.clip_grad_norm_(params, 1.0)` (global norm,
 from __future__ import annotations
 
 import functools
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -129,15 +130,22 @@ def param_groups(model: nn.Module, weight_decay: float = 0.01, untrained: tuple[
 
 
 def build_optimizer(model: nn.Module, name: str = "lamb", *, lr: float, weight_decay: float = 0.01,
-                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, untrained: tuple[str, ...] = ()
-                    ) -> torch.optim.Optimizer:
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, untrained: tuple[str, ...] = (),
+                    no_decay_lr_scale: float = 1.0) -> torch.optim.Optimizer:
     """The optimizer with the two `param_groups` (`untrained`: name prefixes left out, see there).
+
+    `no_decay_lr_scale` multiplies the learning rate of the excluded group (biases and LayerNorm parameters,
+    which get no trust ratio under LAMB, so the full lr moves each of their elements by about lr per step).
+    1.0 is the official optimizer. The scale lives in the group's lr, so a schedule scales both groups alike.
 
     - "lamb": `Lamb` (official pretraining optimizer).
     - "adamw": `torch.optim.AdamW` (fused on CUDA). Note it applies Adam bias correction, unlike official.
     - "adamw_official": the official AdamWeightDecayOptimizer (no bias correction) = `Lamb` without trust ratio.
     """
+    if not (no_decay_lr_scale >= 0 and math.isfinite(no_decay_lr_scale)):
+        raise ConfigError(f"no_decay_lr_scale: must be a number >= 0, got {no_decay_lr_scale}")
     groups = param_groups(model, weight_decay, untrained)
+    groups[1]["lr"] = lr * no_decay_lr_scale  # the other group takes the optimizer's default lr
     if name == "lamb":
         return Lamb(groups, lr=lr, betas=betas, eps=eps)
     if name == "adamw_official":

@@ -86,6 +86,9 @@ class PretrainConfig:
                                     choices=("lamb", "adamw", "adamw_official"))
     weight_decay: float = option(0.01, "decoupled weight decay")
     poly_power: float = option(1.0, "power of the polynomial decay after warmup (1: linear)")
+    no_decay_lr_scale: float = option(1.0, "learning-rate multiplier for the biases and LayerNorm parameters, which "
+                                           "get no weight decay and (under LAMB) no trust ratio (1: the official "
+                                           "optimizer; docs/recipes.md)")
     max_grad_norm: float = option(1.0, "gradient clipping norm")
     # speed
     precision: str = option("auto", "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
@@ -145,6 +148,8 @@ class PretrainConfig:
             (self.warmup_steps is None or 0 <= self.warmup_steps <= self.steps, "warmup_steps",
              "must be in [0, steps]"),
             (self.weight_decay >= 0, "weight_decay", "must be >= 0"),
+            (self.no_decay_lr_scale >= 0 and math.isfinite(self.no_decay_lr_scale), "no_decay_lr_scale",
+             "must be a number >= 0"),
             (self.num_workers >= 0, "num_workers", "must be >= 0 (0: load data in the training process)"),
             (self.threads is None or self.threads >= 1, "threads", "must be >= 1"),
             (self.seed >= 0, "seed", "must be >= 0"),
@@ -331,7 +336,8 @@ def setup(cfg: PretrainConfig) -> Run:
     # MLM only: the pooler and the SOP head get zero gradients, and left in the optimizer its weight decay would
     # erase them (LAMB: to exactly 0), handing fine-tuning a pooler that maps every sentence to 0.
     untrained = ("albert.pooler.", "sop.") if cfg.objective == "none" else ()
-    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay, untrained=untrained)
+    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay, untrained=untrained,
+                                no_decay_lr_scale=cfg.no_decay_lr_scale)
     scheduler = make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power)
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
@@ -545,14 +551,28 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
 # --------------------------------------------------------------------------------------------- eval, save, log
 
 
+EVAL_MASKED_LM_PROB = 0.15  # ALBERT's masking rate: held-out MLM is scored with it whatever the training rate
+
+
+def eval_protocol(cfg: PretrainConfig) -> PretrainConfig:
+    """`cfg` with the masking held-out MLM is scored with: ALBERT's 15% of the words whatever the training rate
+    (so a run that trains with 40% masking is scored on the same task as one that trains with 15%), with at most
+    ceil(15% of --max-seq-length) predictions per example, or the run's own cap when that is lower. Length,
+    n-gram and short-sequence settings stay the run's."""
+    cap = math.ceil(round(EVAL_MASKED_LM_PROB * cfg.max_seq_length, 6))  # round: 0.15 * 20 is 3.0000000000000004
+    return dataclasses.replace(cfg, masked_lm_prob=EVAL_MASKED_LM_PROB,
+                               max_predictions_per_seq=max(1, min(cfg.max_predictions_per_seq, cap)))
+
+
 def evaluate(run: Run, objective: str | None = None) -> dict[str, float]:
-    """MLM loss/accuracy and sentence-pair accuracy on the store's validation split."""
+    """MLM loss/accuracy (ALBERT's 15% masking: `eval_protocol`) and sentence-pair accuracy on the store's
+    validation split."""
     if run.store.num_documents("validation") == 0:
         return {}
     objective = objective or (run.cfg.objective if run.cfg.objective != "none" else "sop")
     return evaluate_checkpoint(run.raw_model, run.store, objective, run.cfg.max_seq_length,
                                batches=run.cfg.eval_batches, batch_size=run.cfg.micro_batch_size,
-                               precision=run.precision, seed=run.cfg.seed, cfg=run.cfg)
+                               precision=run.precision, seed=run.cfg.seed, cfg=eval_protocol(run.cfg))
 
 
 @torch.no_grad()

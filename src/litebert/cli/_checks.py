@@ -48,7 +48,7 @@ RULES: dict[str, Rule] = {
     "validation_fraction": FRACTION,
     **{name: FRACTION for name in ("dropout", "albert_dropout", "classifier_dropout")},
     "max_grad_norm": ((lambda v: v > 0), "must be > 0"),
-    "weight_decay": NON_NEGATIVE,
+    **{name: NON_NEGATIVE for name in ("weight_decay", "no_decay_lr_scale")},
     "character_coverage": _open_closed(0.0, 1.0),
     "max_seq_length": _at_least(8),
     "opset": _at_least(1),

@@ -120,11 +120,11 @@ def run_predict(args) -> int:
 
 
 def run_fill_mask(args) -> int:
-    from litebert.inference import fill_mask, filled_text
+    from litebert.inference import fill_mask, filled_text, format_predictions
 
     for text, masks in zip(args.texts, fill_mask(args.model, args.texts, top_k=args.top_k)):
         print(text)
         print("  -> " + filled_text(text, masks))
         for i, preds in enumerate(masks):
-            print(f"  [MASK] #{i + 1}: " + "  ".join(f"{p.text} ({p.score:.3g})" for p in preds))
+            print(f"  [MASK] #{i + 1}: " + format_predictions(preds))
     return 0
