@@ -100,6 +100,7 @@ def run_sweep(args: argparse.Namespace, name: str, title: str, script: list[str]
     """Run one sweep into a temporary directory; its chart and data go next to the Markdown file
     (benchmarks_NAME.png / .json), its tables into the page between this sweep's markers. True when it passed."""
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)  # the chart and data are copied there before the page is written
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, str(HERE / script[0]), "--out", tmp, *script[1:]]
         print(f"== {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)

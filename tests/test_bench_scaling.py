@@ -106,6 +106,10 @@ def test_run_all_puts_a_sweep_into_the_page_and_keeps_hand_written_text(run_all,
     assert "| quick | True |" in text and "![A fake sweep](benchmarks_fake.png)" in text
     assert (page.parent / "benchmarks_fake.png").read_bytes() == b"png"
     assert json.loads((page.parent / "benchmarks_fake.json").read_text()) == {"quick": True}
+    # A page in a folder that does not exist yet: the folder is made (the chart is copied there first).
+    fresh = tmp_path / "new" / "benchmarks.md"
+    assert run_all.main(["--only", "fake", "--out", str(fresh), "--quick"]) == 0
+    assert (fresh.parent / "benchmarks_fake.png").is_file() and "## A fake sweep" in fresh.read_text()
     # A failing sweep fails the run and says so on the page, keeping what it wrote.
     assert run_all.main(["--only", "fake", "--out", str(page)]) == 1
     assert "**FAILED (exit 1)**" in page.read_text() and "| quick | False |" in page.read_text()
