@@ -83,7 +83,8 @@ def main() -> None:
                 r = finetune(FinetuneConfig(task="custom", model=str(model), data=str(data), out=str(out),
                                             format="csv", text_columns="text", label_column="label",
                                             steps=args.steps, batch_size=32, max_seq_length=64, lr=lr, seed=seed,
-                                            eval_every=args.steps // 3, threads=1, reinit_pooler=reinit))
+                                            eval_every=args.steps // 3, threads=1, reinit_pooler=reinit,
+                                            overwrite=True))
                 scores.append(r["best"]["accuracy"])
                 end = AlbertForSequenceClassification.from_pretrained(out / "best")
                 ends.append(representation_health(end.albert, batch)["health_spread"])

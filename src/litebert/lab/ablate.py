@@ -177,7 +177,8 @@ def finetune_sst2(checkpoint: Path, out_prefix: Path, glue: Path, *, seeds: int,
         ft = FinetuneConfig(task="sst-2", model=str(checkpoint), data=str(glue / "SST-2"),
                             out=f"{out_prefix}-seed{seed}", seed=seed, lr=lr, batch_size=32, steps=steps,
                             max_seq_length=64, max_train_examples=train_examples, eval_every=eval_every,
-                            precision=precision, warmup_ratio=0.1, threads=threads)
+                            precision=precision, warmup_ratio=0.1, threads=threads,
+                            overwrite=True)  # the run dir is this comparison's cache: a stale or cut-off run is redone
         result = finished_finetune(ft) or finetune(ft)
         scores.append(result["best"]["accuracy"])
     return scores
@@ -191,7 +192,7 @@ def finished_finetune(ft) -> dict[str, Any] | None:
     if not (out / "result.json").is_file() or not (out / "finetune.json").is_file():
         return None
     saved = json.loads((out / "finetune.json").read_text())
-    wanted = {k: v for k, v in dataclasses.asdict(ft).items() if v is not None and k != "threads"}
+    wanted = {k: v for k, v in dataclasses.asdict(ft).items() if v is not None and k not in ("threads", "overwrite")}
     return json.loads((out / "result.json").read_text()) if all(saved.get(k) == v for k, v in wanted.items()) else None
 
 
