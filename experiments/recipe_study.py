@@ -149,7 +149,7 @@ def main() -> None:
     from litebert.config import PRESETS, AlbertConfig
     from litebert.data.store import TokenStore
     from litebert.health import representation_health, store_health_batch
-    from litebert.pretrain import PretrainConfig, evaluate_checkpoint, parse_phases, setup, train_step
+    from litebert.pretrain import PretrainConfig, evaluate_checkpoint, setup, train_step
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -166,7 +166,7 @@ def main() -> None:
     base_cfg = dict(max_seq_length=64, max_predictions_per_seq=10, batch_size=64, micro_batch_size=64)
     base_cfg.update(sets)
     probe = PretrainConfig(**base_cfg)
-    mean_len = sum(f * n for f, n in parse_phases(probe.phases, probe.max_seq_length))
+    mean_len = sum(f * n for f, n in probe.length_phases)
     steps = max(10, round(args.tokens / (probe.batch_size * mean_len)))
     cfg = PretrainConfig(**{**base_cfg, "model": model, "data": args.store, "out": str(work / "run"),
                             "steps": steps, "threads": 1, "resume": "none", "save_every": 10**9,

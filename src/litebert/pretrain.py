@@ -177,8 +177,8 @@ class PretrainConfig:
         """--phases as (fraction of the steps, sequence length) pairs; [(1.0, max_seq_length)] without it."""
         return parse_phases(self.phases, self.max_seq_length)
 
-    @property
-    def max_seconds(self) -> float | None:
+    @functools.cached_property
+    def max_seconds(self) -> float | None:  # read on every step's budget check: parsed once
         return None if self.max_time is None else parse_duration(self.max_time, "--max-time")
 
     @property
