@@ -179,3 +179,4 @@ def test_inference_benchmark_runs_bf16_only_on_amx(monkeypatch, flags, mode):
 
     monkeypatch.setattr(bench, "cpu_flags", lambda: flags)
     assert bench.inference_mode(torch.device("cpu")) == mode
+

@@ -306,7 +306,8 @@ def setup(cfg: PretrainConfig) -> Run:
         torch.set_num_threads(cfg.threads)
     elif d.world > 1 and device.type == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // d.world))
-    precision = resolve_precision(cfg.precision, device)
+    # Rank 0's choice for all: "auto" on CPU is a timing probe, and ranks must not train in different precisions.
+    precision = d.broadcast(resolve_precision(cfg.precision, device))
     if cfg.batch_size % (cfg.micro_batch_size * d.world):
         raise ConfigError(f"--batch-size {cfg.batch_size} is not a multiple of --micro-batch-size "
                           f"{cfg.micro_batch_size} x {d.world} rank(s)")
