@@ -19,6 +19,8 @@ import torch
 from litebert.errors import ConfigError, TrainingError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+AUTO_PRECISION_HELP = ("auto: bf16 on a bf16 GPU, or on a CPU where a start-up probe measures bf16 matmuls faster "
+                       "than fp32; fp16 on older GPUs; else fp32")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -40,8 +40,8 @@ from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_inco
 from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS, option
 from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
 from litebert.data.store import TokenStore
-from litebert.device import (PRECISIONS, autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
-                             resolve_precision, synchronize)
+from litebert.device import (AUTO_PRECISION_HELP, PRECISIONS, autocast, check_device, first_line, is_out_of_memory,
+                             measure_peak_flops, resolve_precision, synchronize)
 from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, Terminated, TokenizerError, TrainingError
 from litebert.faults import inject_fault, with_file_faults
@@ -97,8 +97,7 @@ class PretrainConfig:
                                            "optimizer; docs/recipes.md)")
     max_grad_norm: float = option(1.0, "gradient clipping norm")
     # speed
-    precision: str = option("auto", "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
-                                    choices=PRECISIONS)
+    precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
     compile: bool = option(False, "torch.compile the model (a minute of compilation first)")
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
                                                  "slower")
