@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import torch
+
 from litebert.demo import DEMO_MODEL, FILL_MASK_EXAMPLES, run_demo
 
 
@@ -24,6 +26,11 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     assert printed.count("    -> ") == len(FILL_MASK_EXAMPLES)  # one line of top-5 answers per example
     # a second demo in the same dir with another step count pretrains afresh (it used to resume the old
     # checkpoint past its own last step, then fail to find checkpoint-N)
-    again = run_demo(tmp_path / "demo", steps=60, vocab_size=2000)
+    threads = torch.get_num_threads()
+    try:  # --threads reaches the pretraining run (it sets torch's threads for the process)
+        again = run_demo(tmp_path / "demo", steps=60, vocab_size=2000, threads=1)
+    finally:
+        torch.set_num_threads(threads)
+    assert json.loads((tmp_path / "demo" / "pretrain" / "run.json").read_text())["train"]["threads"] == 1
     assert Path(again["checkpoint"]).name == "checkpoint-60" and Path(again["checkpoint"]).is_dir()
     assert not checkpoint.exists()

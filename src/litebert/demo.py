@@ -74,7 +74,7 @@ def write_corpus(path: Path) -> dict[str, int]:
 
 
 def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | None = None, vocab_size: int = 8000,
-             seed: int = 0) -> dict:
+             seed: int = 0, threads: int | None = None) -> dict:
     """The whole pipeline. Pretraining gets `minutes` of wall clock: a few probe steps measure this machine's
     speed and set the step count (or pass `steps`), so the demo ends in about minutes + 2 however fast the CPU."""
     from litebert.checkpoint import find_latest_checkpoint
@@ -105,7 +105,8 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     shape = {k: v for k, v in DEMO_MODEL.items() if k != "preset"}
     model_config = AlbertConfig.from_preset(DEMO_MODEL["preset"], vocab_size=store.vocab_size, **shape)
     model_config.to_json(out / "model.json")
-    base = dict(model=str(out / "model.json"), data=str(out / "store"), **DEMO_RECIPE, seed=seed, eval_batches=20)
+    base = dict(model=str(out / "model.json"), data=str(out / "store"), **DEMO_RECIPE, seed=seed, eval_batches=20,
+                threads=threads)
     budget = None
     if steps is None:
         per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "pretrain")), steps=10)

@@ -1,7 +1,10 @@
 """Where and how fast we run: device choice, precision detection, and a measured peak for MFU.
 
-bf16 is chosen at run time, never hard-coded: on CUDA when the GPU supports it, on CPU when the processor has
-AMX or AVX512-BF16 (there bf16 matrix products run several times faster than fp32).
+bf16 is chosen at run time, never hard-coded: on CUDA when the GPU supports it; on CPU when the processor has
+bf16 instructions (AMX or AVX512-BF16) AND a short start-up probe measures its bf16 matmul faster than fp32. The
+flags alone are not enough: with AMX a bf16 matmul runs 4-6x faster than fp32, but on a host with AVX512-BF16 and
+no AMX oneDNN's bf16 matmul measured 0.7x fp32 (docs/benchmarks.md), so "auto" picking bf16 there made every run
+slower.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import torch
 from litebert.errors import ConfigError, TrainingError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+AUTO_PRECISION_HELP = ("auto: bf16 on a bf16 GPU, or on a CPU where a start-up probe measures bf16 matmuls faster "
+                       "than fp32; fp16 on older GPUs; else fp32")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -62,8 +67,44 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+# bf16 must beat fp32 by this much on the probe: a margin over the probe's noise, so a host where the two are
+# equal keeps fp32 (exact, and no casts).
+BF16_MIN_SPEEDUP = 1.15
+
+
+def matmul_seconds(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Seconds of one a @ b."""
+    start = time.perf_counter()
+    a @ b
+    return time.perf_counter() - start
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_speedup(size: int = 384, rounds: int = 12) -> float:
+    """fp32 time / bf16 time of the same [size, size] CPU matmul on one core (> 1: bf16 is faster), measured once
+    per process in ~0.05-0.15 s. One thread, because the per-core kernel is what differs between the dtypes, and
+    because several threads on a busy machine wait for each other long enough to drown the difference. The two
+    dtypes take turns, one matmul at a time, and each keeps its fastest one: other processes on the
+    machine only ever make a timing slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        operands = {dtype: (torch.full((size, size), 0.5, dtype=dtype), torch.full((size, size), 0.25, dtype=dtype))
+                    for dtype in (torch.float32, torch.bfloat16)}
+        for a, b in operands.values():
+            a @ b  # oneDNN builds its kernel on the first call: not part of the timing
+        best = {dtype: float("inf") for dtype in operands}
+        for _ in range(rounds):
+            for dtype, (a, b) in operands.items():
+                best[dtype] = min(best[dtype], matmul_seconds(a, b))
+    finally:
+        torch.set_num_threads(threads)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
 def cpu_has_fast_bf16() -> bool:
-    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
+    """bf16 instructions present and measured faster than fp32 on this machine."""
+    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags()) and cpu_bf16_speedup() >= BF16_MIN_SPEEDUP
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:

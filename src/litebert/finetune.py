@@ -31,7 +31,7 @@ from litebert.data.race import encode_race, race_accuracy
 from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, pad_features, read_examples, split_path)
-from litebert.device import PRECISIONS, autocast, pick_device, resolve_precision
+from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, pick_device, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.files import holding_run_dir, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
@@ -91,8 +91,7 @@ class FinetuneConfig:
     n_best: int = option(20, "span tasks: candidate answers considered per question")
     max_answer_length: int = option(30, "span tasks: longest answer, in tokens")
     # run
-    precision: str = option("auto", "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
-                            choices=PRECISIONS)
+    precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
                                                  "slower")
     seed: int = option(0, "seed of the head's initialisation, dropout and the data order")

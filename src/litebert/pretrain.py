@@ -40,8 +40,8 @@ from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_inco
 from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS, option
 from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
 from litebert.data.store import TokenStore
-from litebert.device import (PRECISIONS, autocast, check_device, first_line, is_out_of_memory, measure_peak_flops,
-                             resolve_precision, synchronize)
+from litebert.device import (AUTO_PRECISION_HELP, PRECISIONS, autocast, check_device, first_line, is_out_of_memory,
+                             measure_peak_flops, resolve_precision, synchronize)
 from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
 from litebert.errors import CheckpointError, ConfigError, Terminated, TokenizerError, TrainingError
 from litebert.faults import inject_fault, with_file_faults
@@ -97,8 +97,7 @@ class PretrainConfig:
                                            "optimizer; docs/recipes.md)")
     max_grad_norm: float = option(1.0, "gradient clipping norm")
     # speed
-    precision: str = option("auto", "auto: bf16 where the CPU/GPU has fast bf16, fp16 on older GPUs, else fp32",
-                                    choices=PRECISIONS)
+    precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
     compile: bool = option(False, "torch.compile the model (a minute of compilation first)")
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
                                                  "slower")
@@ -306,7 +305,8 @@ def setup(cfg: PretrainConfig) -> Run:
         torch.set_num_threads(cfg.threads)
     elif d.world > 1 and device.type == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // d.world))
-    precision = resolve_precision(cfg.precision, device)
+    # Rank 0's choice for all: "auto" on CPU is a timing probe, and ranks must not train in different precisions.
+    precision = d.broadcast(resolve_precision(cfg.precision, device))
     if cfg.batch_size % (cfg.micro_batch_size * d.world):
         raise ConfigError(f"--batch-size {cfg.batch_size} is not a multiple of --micro-batch-size "
                           f"{cfg.micro_batch_size} x {d.world} rank(s)")

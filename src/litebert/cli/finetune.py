@@ -58,11 +58,11 @@ litebert predict rte --model runs/rte --text $'A man sleeps.\\tSomeone is awake.
 
 
 def _shared(p, options) -> None:
-    from litebert.device import PRECISIONS
+    from litebert.device import AUTO_PRECISION_HELP, PRECISIONS
 
     p.add_argument("--model", required=True, help="fine-tuning run dir (its best/ checkpoint) or model directory")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help="auto: bf16 where the CPU/GPU has fast bf16, else fp32 (default: auto)")
+                   help=AUTO_PRECISION_HELP + " (default: auto)")
     p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default: 64)")
     p.add_argument("--max-seq-length", type=int,
                    help="tokens per example (default: the run's, from its record; else the task's)")
