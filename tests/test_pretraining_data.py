@@ -18,6 +18,8 @@ from litebert.data.pretraining import (
     chunk_index_blocks,
     choose_ngram_spans,
     collate_pretraining,
+    greedy_spans,
+    greedy_spans_batch,
     make_rng,
     mask_batch,
     ngram_probabilities,
@@ -135,6 +137,28 @@ def test_ngram_spans_respect_budget_segments_and_each_other():
         assert len(covered) == len(set(covered))  # no overlapping spans
         assert all(n <= drawn and (k < 17) == (k + n - 1 < 17) for k, drawn, n in spans)  # inside a segment
         assert sum(end[k + n - 1] - pos[k] for k, _, n in spans) <= 12
+
+
+def test_span_choice_over_a_batch_equals_the_per_sequence_loop():
+    """greedy_spans_batch (one loop over a batch, memoryviews) chooses exactly what greedy_spans chooses sequence by
+    sequence: budgets that force back-offs, n-grams that collide, words of several tokens, 1- to 4-grams."""
+    rng = make_rng(3)
+    for trial in range(200):
+        count = int(rng.integers(1, 9))
+        words = rng.integers(1, 60, count)  # [B] words per sequence
+        first = np.r_[0, np.cumsum(words)]  # [B + 1]
+        sizes = rng.integers(1, 5, first[-1])  # tokens per word
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        seq_end = np.repeat(first[1:], words)  # one segment per sequence
+        drawn = np.minimum(rng.integers(1, 5, first[-1]), seq_end - np.arange(first[-1]))  # n <= words left
+        order = np.concatenate([first[b] + rng.permutation(words[b]) for b in range(count)])
+        budgets = rng.integers(1, 25, count)
+        expected, covered = [], bytearray(int(first[-1]))
+        for b in range(count):
+            greedy_spans(order[first[b] : first[b + 1]].tolist(), drawn.tolist(), starts.tolist(), ends.tolist(),
+                         int(budgets[b]), covered, expected)
+        assert greedy_spans_batch(order, drawn, starts, ends, first, budgets) == expected, trial
 
 
 def test_batched_masking_is_uniform_over_words_and_independent_of_the_batch():
@@ -413,8 +437,8 @@ def test_chunk_index_in_blocks_equals_in_memory(en_shards, draw):
         keys = (seed, 1, 2)
         ref = build_chunk_index(lengths, docs, max_tokens, short_prob, make_rng(*keys), draw)
         for block in blocks:  # odd sizes: a call's 32-bit draws end in the middle of a 64-bit output
-            got = [np.concatenate(x) for x in zip(*chunk_index_blocks(split, max_tokens, short_prob, keys, draw, block))]
-            for a, b in zip(got, (ref.starts, ref.ends, ref.targets)):
+            got = zip(*chunk_index_blocks(split, max_tokens, short_prob, keys, draw, block))
+            for a, b in zip(map(np.concatenate, got), (ref.starts, ref.ends, ref.targets)):
                 np.testing.assert_array_equal(a, b)
 
 

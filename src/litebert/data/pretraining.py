@@ -214,6 +214,7 @@ def greedy_spans(order: Sequence[int], drawn: Sequence[int], starts: Sequence[in
     Candidates are visited in `order`; each has its drawn n; n backs off while the span would exceed the budget;
     spans that touch a covered word are skipped. Word k covers tokens [starts[k], ends[k]); covered (one byte per
     word) is updated in place. Plain lists: this loop runs once per candidate, where numpy calls cost more.
+    choose_ngram_spans uses it; mask_batch uses greedy_spans_batch, which makes the same choices for a batch.
     """
     used = 0
     for k in order:
@@ -231,6 +232,47 @@ def greedy_spans(order: Sequence[int], drawn: Sequence[int], starts: Sequence[in
         spans += (k, n)
         if used >= budget:
             break
+
+
+def greedy_spans_batch(order: np.ndarray, drawn: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                       first: np.ndarray, budgets: np.ndarray) -> list[int]:
+    """greedy_spans for B sequences in one loop, the same choices: sequence b visits order[first[b]:first[b + 1]]
+    (global word numbers) with budgets[b]. order, drawn, starts, ends: [W] int arrays; first: [B + 1].
+
+    Faster than greedy_spans per sequence on its Python lists: a sequence stops after ~20 of its ~100 words, so
+    the arrays are read through memoryviews (a Python int made per word visited, not per word) and each word's
+    drawn n and token count come packed in one int64; back-off reads the ends only when the drawn span is over
+    the budget. Returns first word, used n of each chosen span, flat, sequence after sequence.
+    """
+    order, drawn, starts, ends = (np.ascontiguousarray(a, dtype=np.int64) for a in (order, drawn, starts, ends))
+    size = ends[np.arange(len(drawn)) + drawn - 1] - starts  # [W] tokens of each word's drawn n-gram
+    packed = memoryview((size << 32) | drawn)  # [W] n and tokens: one read per visited word
+    visit, starts_v, ends_v = memoryview(order), memoryview(starts), memoryview(ends)
+    covered, spans, first = bytearray(len(drawn)), [], np.asarray(first).tolist()
+    for b, budget in enumerate(budgets.tolist()):
+        used = 0
+        for k in visit[first[b] : first[b + 1]]:
+            if covered[k]:
+                continue
+            word = packed[k]
+            n, tokens = word & 0xFFFFFFFF, word >> 32
+            if used + tokens > budget:
+                if n == 1:
+                    continue
+                start = starts_v[k]
+                while n > 1 and used + tokens > budget:
+                    n -= 1  # back off to a shorter n-gram that fits the budget
+                    tokens = ends_v[k + n - 1] - start
+                if used + tokens > budget:
+                    continue
+            if n > 1 and any(covered[k + 1 : k + n]):
+                continue
+            covered[k : k + n] = _ONES[n]
+            used += tokens
+            spans += (k, n)
+            if used >= budget:
+                break
+    return spans
 
 
 def choose_ngram_spans(word_pos: Sequence[int], word_end: Sequence[int], avail: np.ndarray, budget: int,
@@ -290,10 +332,7 @@ def mask_batch(ids: np.ndarray, unit_starts: np.ndarray, maskable: np.ndarray, o
     # deterministic; two equal keys (same sequence and bits, p ~ W^2 / 2^33 per sequence) just keep one order.
     order = np.argsort((owner.astype(np.uint64) << np.uint64(32)) | (draws.bits(word_keys, _WORD_ORDER, counter)
                                                                      >> np.uint64(32)))
-    order_l, drawn_l, starts_l, ends_l = order.tolist(), drawn.tolist(), word_pos.tolist(), word_end.tolist()
-    bounds_l, covered, chosen = word_first.tolist(), bytearray(len(word_pos)), []
-    for b, budget in enumerate(budgets.tolist()):
-        greedy_spans(order_l[bounds_l[b] : bounds_l[b + 1]], drawn_l, starts_l, ends_l, budget, covered, chosen)
+    chosen = greedy_spans_batch(order, drawn, word_pos, word_end, word_first, budgets)
     k, n = np.array(chosen, dtype=np.int64).reshape(-1, 2).T  # [S] first word and length of each span
     span_start, span_len = word_pos[k], word_end[k + n - 1] - word_pos[k]
     positions = np.sort(np.repeat(span_start - (np.cumsum(span_len) - span_len), span_len)
