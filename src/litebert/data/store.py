@@ -698,10 +698,8 @@ class StoreSplit:
         base = self.token_base
         if len(positions) and (positions.min() < 0 or positions.max() >= base[-1]):
             raise IndexError(f"token positions outside split {self.name!r} (0..{int(base[-1]) - 1})")
-        shard = np.searchsorted(base, positions, side="right") - 1 if len(self.shards) > 1 else None
-        for k, maps in enumerate(self._shard_maps()):
-            rows = slice(None) if shard is None else np.flatnonzero(shard == k)
-            local = positions[rows] - base[k]  # [n] shard-local token index
+        for k, rows, local in self._by_shard(positions, base):  # only the shards the batch reads
+            maps = self._shard_maps()[k]  # local: [n] shard-local token index
             ids[rows] = np.asarray(maps[_TOKENS])[local]  # asarray: plain ndarray indexing, no memmap wrapper
             packed = np.asarray(maps[_WORD_STARTS])[local >> 3]  # np.packbits order: bit 7 is the first token
             flags[rows] = (packed >> (7 - (local & 7)).astype(np.uint8)) & 1
