@@ -92,8 +92,10 @@ def side_rows(results: list[Measured], ours: str, peak_flops: float, unit: str) 
 
 
 def target_entry(name: str, ours: Measured, ref: Measured, target: float, higher_is_better: bool = True,
-                 command: str = "") -> dict[str, Any]:
-    """One line of the issue's target table: the median ratio and whether it meets the target."""
+                 command: str = "", context: bool = False) -> dict[str, Any]:
+    """One line of the issue's target table: the median ratio and whether it meets the target. `context`: a ratio
+    shown beside the targets to read them by (e.g. against the reference's faster precision on this host), not
+    a target itself."""
     def oriented(clock: str) -> tuple[float, float, float]:
         if ours.error or ref.error or (clock == "cpu" and not (ours.cpu_seconds and ref.cpu_seconds)):
             return (float("nan"),) * 3
@@ -104,7 +106,24 @@ def target_entry(name: str, ours: Measured, ref: Measured, target: float, higher
     cpu = oriented("cpu")
     met = value >= target if higher_is_better else value <= target
     return {"name": name, "value": value, "min": lo, "max": hi, "cpu_value": cpu[0], "target": target,
-            "comparison": ">=" if higher_is_better else "<=", "met": bool(met), "command": command or command_line()}
+            "comparison": ">=" if higher_is_better else "<=", "met": bool(met), "command": command or command_line(),
+            **({"context": True} if context else {})}
+
+
+def fastest_reference_entry(name: str, ours: Measured, target_ref: Measured, refs: list[Measured], target: float,
+                            higher_is_better: bool = True) -> list[dict[str, Any]]:
+    """A context line for a target whose reference precision is not the reference's fastest on this machine (e.g.
+    HF under bf16 autocast where bf16 matmuls are slower than fp32): ours against the fastest reference side
+    (lowest median step time), so nobody reads a ratio against a slowed-down reference as a speed-up. Empty when
+    the target's reference is already the fastest. `name` names the line, with "{ref}" where the side goes."""
+    ok = [r for r in refs if not r.error and r.seconds]
+    if not ok or target_ref.error:
+        return []
+    fastest = min(ok, key=lambda r: r.step_s / r.units_per_step)
+    if fastest is target_ref:
+        return []
+    return [target_entry(name.format(ref=f"{fastest.name} (the reference's fastest precision here; context, not "
+                                         "a target)"), ours, fastest, target, higher_is_better, context=True)]
 
 
 def print_report(title: str, headers: list[str], rows: list[list], notes: list[str], targets: list[dict]) -> None:
@@ -115,7 +134,7 @@ def print_report(title: str, headers: list[str], rows: list[list], notes: list[s
         print(format_table(["target", "measured (median [min-max])", "CPU-time median", "goal", "met"],
                            [[t["name"], f"{t['value']:.2f}x [{t['min']:.2f}-{t['max']:.2f}]",
                              f"{t.get('cpu_value', float('nan')):.2f}x", f"{t['comparison']} {t['target']:g}x",
-                             "yes" if t["met"] else "NO"] for t in targets]))
+                             "context" if t.get("context") else "yes" if t["met"] else "NO"] for t in targets]))
     for n in notes:
         print(f"- {n}")
     print(f"\ncommand: {command_line()}")

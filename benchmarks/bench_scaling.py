@@ -1,6 +1,8 @@
 """How the cost of a pretraining step grows: tokens/s and peak memory against sequence length, model size and DDP
-ranks, for litebert's own `train_step` as `litebert pretrain` runs it (precision "auto": bf16 autocast on a CPU
-with AMX/AVX512-BF16; eager, as the CLI's default; LAMB, clip 1.0; synthetic full-length batches, P = 20).
+ranks, for litebert's own `train_step` as `litebert pretrain` runs it (precision "auto", i.e. what
+`litebert.device.resolve_precision` picks on this machine, or --precision; eager, as the CLI's default; LAMB, clip
+1.0; synthetic full-length batches, P = 20). Each point records its precision, which is part of its key, so points
+measured in different precisions stand side by side instead of replacing each other.
 
     python benchmarks/bench_scaling.py --out DIR            # the full sweep (hours on a shared machine: background it)
     python benchmarks/bench_scaling.py --out DIR --quick    # albert-tiny only: a smoke check
@@ -67,7 +69,7 @@ def sweep(quick: bool, threads: int, max_repeats: int = 2) -> list[dict[str, Any
 
 def key(point: dict[str, Any], repeat: bool = True) -> str:
     parts = [point["group"], point["model"], f"seq{point['seq']}", f"b{point['batch']}", f"r{point['ranks']}",
-             f"t{point['threads']}", "ckpt" if point["checkpointing"] else "full"]
+             f"t{point['threads']}", "ckpt" if point["checkpointing"] else "full", point["precision"]]
     return "/".join(parts + ([f"rep{point['repeat']}"] if repeat else []))
 
 
@@ -141,7 +143,7 @@ def measure(point: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(point["threads"])
     torch.manual_seed(0)
     device = torch.device("cpu")
-    precision = resolve_precision("auto", device)
+    precision = resolve_precision(point.get("precision", "auto"), device)
     config = model_config(point["model"])
     predictions = min(PREDICTIONS, point["seq"] - 3)
     batch = synthetic_pretraining_batch(config, point["batch"], point["seq"], predictions)
@@ -218,17 +220,24 @@ def wait_for_memory(need: int, margin: int, max_wait: float, log) -> tuple[bool,
 def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     from litebert.lab.bench import machine_info
 
+    import torch
+
+    from litebert.device import resolve_precision
+
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    precision = resolve_precision(args.precision, torch.device("cpu"))  # each point's, and part of its key
     path = Path(args.json)
     data = json.loads(path.read_text()) if args.resume and path.is_file() else {}
     done = {key(p) for p in data.get("points", []) if "error" not in p}
     data.setdefault("started", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     data.setdefault("commit", git_commit())
     data["machine"] = machine_info()
-    data["command"] = "python benchmarks/bench_scaling.py" + (" --quick" if args.quick else "")
+    data["command"] = ("python benchmarks/bench_scaling.py" + (" --quick" if args.quick else "")
+                       + (f" --precision {args.precision}" if args.precision != "auto" else ""))
     data["points"] = [p for p in data.get("points", []) if "error" not in p]
     path.parent.mkdir(parents=True, exist_ok=True)
-    wanted = [p for p in sweep(args.quick, args.threads, args.max_repeats)
+    wanted = [dict(p, precision=precision) for p in sweep(args.quick, args.threads, args.max_repeats)]
+    wanted = [p for p in wanted
               if (not args.only or p["group"] in args.only.split(","))
               and (not args.models or p["model"] in args.models.split(","))
               and (not args.keys or key(p) in args.keys.split(","))]
@@ -273,7 +282,7 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
     for p in data["points"]:
         k = key(p, repeat=False)
         row = rows.setdefault(k, {**{f: p[f] for f in ("group", "model", "seq", "batch", "ranks", "threads",
-                                                      "checkpointing", "steps")},
+                                                      "checkpointing", "steps", "precision")},
                                   "flops_per_token": p.get("flops_per_token", float("inf")),
                                   "runs": [], "errors": [], "loads": [], "lower_bound_mb": p["lower_bound_mb"]})
         row["loads"] += [p["load_before"], p["load_after"]]
@@ -305,7 +314,7 @@ def num(x: float) -> str:
 
 def describe(row: dict[str, Any]) -> str:
     what = f"{row['model']}, seq {row['seq']}, batch {row['batch']}, {row['ranks']} rank(s) x {row['threads']} thread(s)"
-    return what + (", checkpointing" if row["checkpointing"] else "")
+    return what + (", checkpointing" if row["checkpointing"] else "") + f", {row['precision']}"
 
 
 def markdown(data: dict[str, Any], command: str) -> str:
@@ -371,8 +380,10 @@ def chart(data: dict[str, Any], png: Path) -> Path | None:
             labels = [f"{r['seq']}\nbatch {r['batch']}" for r in sel]
             title = f"sequence length ({sel[0]['model']}, {sel[0]['batch'] * sel[0]['seq']} tokens per step)"
         elif group == "model":
-            sel.sort(key=lambda r: (r["flops_per_token"], r["checkpointing"]))
-            labels = [r["model"].replace("albert-", "") + ("\n+ckpt" if r["checkpointing"] else "") for r in sel]
+            sel.sort(key=lambda r: (r["flops_per_token"], r["checkpointing"], r["precision"]))
+            several = len({r["precision"] for r in sel}) > 1
+            labels = [r["model"].replace("albert-", "") + ("\n+ckpt" if r["checkpointing"] else "")
+                      + (f"\n{r['precision']}" if several else "") for r in sel]
             title = f"model size (seq {sel[0]['seq']}, batch {sel[0]['batch']})"
         else:
             labels = [f"{r['ranks']} rank(s)\nx {r['threads']} thread(s)" for r in sel]
@@ -399,7 +410,8 @@ def chart(data: dict[str, Any], png: Path) -> Path | None:
     for ax in axes[1]:
         ax.set_ylabel("peak RSS GiB (VmHWM, all ranks)")
     loads = [x for r in rows for x in r["loads"]] or [float("nan")]
-    fig.suptitle(f"litebert train_step (bf16 autocast, eager, LAMB), commit {data.get('commit', '?')}; "
+    precisions = ", ".join(sorted({r["precision"] for r in rows}))
+    fig.suptitle(f"litebert train_step ({precisions}, eager, LAMB), commit {data.get('commit', '?')}; "
                  f"{data.get('machine', {}).get('logical_cpus', '?')}-core machine shared with other work, "
                  f"load average {min(loads):.0f}-{max(loads):.0f}", fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 0.96))
@@ -417,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads in the sequence-length and model-size points (1: the CPU time of a step is "
                         "its cost, whatever the other tenants of the machine do)")
+    p.add_argument("--precision", default="auto", help="auto (what litebert pretrain picks here) | bf16 | fp32")
     p.add_argument("--only", default="", help="comma-separated groups: seq, model, ranks")
     p.add_argument("--models", default="", help="comma-separated model names: only their points")
     p.add_argument("--keys", default="", help="comma-separated point keys (as in the results file): only these")

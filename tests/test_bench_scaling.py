@@ -54,7 +54,8 @@ def test_sweep_keeps_each_point_resumes_and_renders(scaling, tmp_path, monkeypat
     out = tmp_path / "s"
     assert scaling.main(["--out", str(out), "--nice", "0"]) == 0
     data = json.loads((out / "scaling.json").read_text())
-    assert [p["key"] for p in data["points"]] == [scaling.key(p) for p in points]
+    assert [p["key"] for p in data["points"]] == [scaling.key(dict(p, precision=r["precision"]))
+                                                  for p, r in zip(points, data["points"])]
     assert all("error" not in p and p["peak_rss_mb"] > 0 for p in data["points"])
     # --resume: both points are there, so nothing runs again (the records stay as they were).
     assert scaling.main(["--json", str(out / "scaling.json"), "--resume", "--nice", "0"]) == 0
@@ -149,3 +150,18 @@ def test_run_all_comparisons_land_in_their_thread_block(run_all, tmp_path, monke
     assert text.count("## Results at 1 thread(s) per side") == 1 and "written by hand" in text
     assert "| ours | albert-tiny |" in text  # --smoke runs the comparisons on albert-tiny
     assert "fake ratio" in text and (tmp_path / "benchmarks.png").stat().st_size > 0
+
+
+def test_a_points_precision_is_measured_recorded_and_part_of_its_key(scaling, tmp_path, monkeypatch):
+    """--precision is what each point runs and records; a point measured in another precision stands beside the
+    first instead of being skipped by --resume as already done (the library's "auto" differs between hosts)."""
+    monkeypatch.setattr(scaling, "sweep", lambda quick, threads, max_repeats: [tiny_point()])
+    results = tmp_path / "scaling.json"
+    assert scaling.main(["--json", str(results), "--precision", "fp32", "--nice", "0"]) == 0
+    assert scaling.main(["--json", str(results), "--resume", "--precision", "bf16", "--nice", "0",
+                         "--markdown", str(tmp_path / "s.md")]) == 0
+    points = json.loads(results.read_text())["points"]
+    assert [p["precision"] for p in points] == ["fp32", "bf16"]
+    assert [p["key"].split("/")[-2] for p in points] == ["fp32", "bf16"]
+    md = (tmp_path / "s.md").read_text()
+    assert "1 thread(s), fp32 |" in md and "1 thread(s), bf16 |" in md

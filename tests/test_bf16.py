@@ -170,13 +170,14 @@ def test_frozen_compiled_bf16_encoder_matches_eager():
     assert rel_err(frozen, eager) < BF16_REL_TOL
 
 
-@pytest.mark.parametrize("flags, mode", [({"amx_bf16", "avx512_bf16"}, "bf16"), ({"avx512_bf16"}, "int8"),
-                                         (set(), "int8")])
-def test_inference_benchmark_runs_bf16_only_on_amx(monkeypatch, flags, mode):
-    """The inference benchmark's "ours" stores weights in bf16 only where bf16 matmuls are fast (AMX); AVX512-BF16
-    alone measured slower than fp32, so such a CPU gets int8 dynamic quantization like any other."""
+@pytest.mark.parametrize("resolved, mode", [("bf16", "bf16"), ("fp32", "fp32"), ("fp16", "fp32")])
+def test_inference_benchmark_runs_the_library_default_precision(monkeypatch, resolved, mode):
+    """The inference benchmark's "ours" runs what precision "auto" resolves to on the machine (bf16 weights where
+    bf16 is the default, fp32 otherwise); int8 is an opt-in row of its own, never "ours"."""
+    import litebert.device as device
     import litebert.lab.bench as bench
 
-    monkeypatch.setattr(bench, "cpu_flags", lambda: flags)
+    seen = []
+    monkeypatch.setattr(device, "resolve_precision", lambda p, d: seen.append(p) or resolved)
     assert bench.inference_mode(torch.device("cpu")) == mode
-
+    assert seen == ["auto"]

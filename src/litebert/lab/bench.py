@@ -394,13 +394,13 @@ def synthetic_inputs(config: AlbertConfig, batch_size: int, seq_len: int, seed: 
 
 
 def inference_mode(device: torch.device) -> str:
-    """How "ours" runs inference here: "bf16" weights where bf16 matmuls are fast (a bf16 GPU, or a CPU with AMX),
-    int8 dynamic quantization on other CPUs, fp32 on other GPUs. AVX512-BF16 without AMX is not enough: on such a
-    host oneDNN's bf16 matmul measured slower than fp32, and int8 ran batch-1 inference 2.7x faster than bf16
-    (docs/benchmarks.md, "One process: what limits the step")."""
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if "amx_bf16" in cpu_flags() else "int8"
+    """How "ours" runs inference here: the library's default precision, i.e. precision "auto" as
+    `litebert.device.resolve_precision` resolves it on this machine. "bf16": weights stored in bf16 (the pipeline's
+    "bf16" backend); anything else (fp32, and fp16 on GPUs without bf16): "fp32". int8 dynamic quantization is an
+    opt-in lever, never this default (a benchmark shows it as its own row)."""
+    from litebert import device as dev
+
+    return "bf16" if dev.resolve_precision("auto", device) == "bf16" else "fp32"
 
 
 def ours_encoder_forward(config: AlbertConfig, inputs: dict[str, torch.Tensor], device: torch.device, mode: str,
@@ -507,8 +507,7 @@ def quick_bench(config: AlbertConfig, *, name: str = "model", batch: int = 8, se
         for ref in dict.fromkeys(["fp32", precision]):
             train.append(Side(f"HF {ref}", hf_pretrain_step(config, data, device, ref), tokens, dense,
                               f"transformers AlbertForPreTraining, {ref}, dense MLM head"))
-    calib = calibration_side(device, "bf16" if precision != "fp16" else "fp16", tokens, config.hidden_size,
-                             config.intermediate_size)
+    calib = calibration_side(device, precision, tokens, config.hidden_size, config.intermediate_size)
     trained = run_interleaved(train + [calib], repeats=repeats, steps=1, device=device, log=log)
     peak = trained[-1].throughput
 
