@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -611,7 +612,8 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
     n = min(len(dataset), batches * batch_size)
     totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
     for start in range(0, n, batch_size):
-        b = collate_pretraining([dataset[i] for i in range(start, min(n, start + batch_size))],
+        # built together, as training builds them (one store read and one masking pass per batch)
+        b = collate_pretraining(dataset.examples(np.arange(start, min(n, start + batch_size)), epoch=0),
                                 pad_to=max_seq_length, pad_id=store.token_id("pad"))
         b = {k: v.to(device) for k, v in b.items()}
         with autocast(precision, device):
