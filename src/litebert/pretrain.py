@@ -359,12 +359,19 @@ def check_run_dir_matches(run: Run) -> None:
     """Every run dir stores what made it; a restart with a different store or model is refused."""
     path = Path(run.cfg.out) / "run.json"
     now = {"model_config": run.config.to_dict(), "tokenizer_fingerprint": run.store.tokenizer_fingerprint,
-           "train": dataclasses.asdict(run.cfg)}
+           "store_fingerprint": run.store.content_fingerprint, "train": dataclasses.asdict(run.cfg)}
     if path.is_file() and run.step > 0:
         before = read_json(path, TrainingError, expect=dict, hint="use a new --out")
         if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
             raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
                                 "use a new --out")
+        if before.get("store_fingerprint", now["store_fingerprint"]) != now["store_fingerprint"]:
+            # Same tokenizer, other tokens (a store rebuilt from other text or with other settings): the saved data
+            # position (epoch, offset) would index other examples, and the run would silently mix two corpora.
+            raise TrainingError(f"{path}: this run was made with another token store than {run.cfg.data} (same "
+                                "tokenizer, but its shards differ: rebuilt from other text or with other settings). "
+                                "Resume with the run's store, or continue from its weights in a new --out "
+                                "(--model CHECKPOINT_DIR: continued pretraining)")
         saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
         if saved_config != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
