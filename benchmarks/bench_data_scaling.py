@@ -12,8 +12,10 @@ fresh processes (so each peak RSS is that stage's own):
 * build: `build_store` (`litebert data build`) with --workers processes: wall seconds, CPU seconds (all processes)
   and the peak RSS of the main process and of the largest worker;
 * examples: PretrainingDataset at max_seq_length 128 through the DataLoader settings `pretrain` uses (in-process,
-  pad to 128): seconds to set up epoch 0 (sentence index, chunk index, sampler order: the part that grows with the
-  corpus), CPU microseconds per example over --batches micro-batches, and the process's peak RSS.
+  pad to 128): seconds to set up epoch 0 (chunk index, sampler order: the part that grows with the corpus), CPU
+  microseconds per example over --batches micro-batches, the process's peak RSS, and its resident memory split
+  into anonymous (the process's own: the larger of after set-up and at the end) and file-backed (pages of the
+  memory-mapped store and epoch index it touched: page cache, which the kernel can drop).
 
 Writes DIR/data_scaling.json, DIR/data_scaling.md (a table) and DIR/data_scaling.png (the chart). The scratch
 folder (default: a temporary folder) is emptied after each size.
@@ -66,6 +68,18 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def rss_parts_mb() -> tuple[float, float]:
+    """(anonymous, file-backed) resident MB now: the process's own memory, and the pages of memory-mapped files
+    (the store's shards, the epoch's index) that it has touched, which the kernel can drop at any time."""
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value
+    anon, file_backed = (float(fields.get(key, "0 kB").split()[0]) / 1024 for key in ("RssAnon", "RssFile"))
+    return anon, file_backed
+
+
 def stage_build(text: Path, spm: Path, store: Path, workers: int) -> dict:
     from litebert.data.store import build_store
     from litebert.tokenizer import AlbertTokenizer
@@ -93,14 +107,17 @@ def stage_examples(store: Path, batches: int, micro_batch: int) -> dict:
     sampler = ResumableSampler(len(ds), seed=0, shuffle=True, drop_last=True)  # as pretrain's BatchStream
     order = sampler.indices()
     setup = time.perf_counter() - t0
+    anon_setup, _ = rss_parts_mb()
     loader = torch.utils.data.DataLoader(ds, batch_size=micro_batch, sampler=order[: batches * micro_batch].tolist(),
                                          drop_last=True, num_workers=0,
                                          collate_fn=lambda b: collate_pretraining(b, pad_to=128, pad_id=ds.pad_id))
     cpu0 = cpu_seconds(resource.RUSAGE_SELF)
     done = sum(len(b["sop_labels"]) for b in loader)
     cpu = cpu_seconds(resource.RUSAGE_SELF) - cpu0
+    anon, file_backed = rss_parts_mb()
     return {"epoch_examples": len(ds), "setup_s": setup, "us_per_example": cpu / max(done, 1) * 1e6,
-            "examples_peak_rss_mb": peak_rss_mb()}
+            "examples_peak_rss_mb": peak_rss_mb(), "examples_anon_mb": max(anon, anon_setup),
+            "examples_file_mb": file_backed}
 
 
 def run_stage(args: list[str]) -> dict:
@@ -126,7 +143,9 @@ def chart(rows: list[dict], out: Path) -> None:
     ax_t.set(xscale="log", yscale="log", xlabel="text MB", title="time")
     ax_m.plot(mb, [r["build_peak_rss_mb"] for r in rows], "o-", label="data build: main process")
     ax_m.plot(mb, [r["build_worker_peak_rss_mb"] for r in rows], "o--", label="data build: largest worker")
-    ax_m.plot(mb, [r["examples_peak_rss_mb"] for r in rows], "s-", label="examples (DataLoader, seq 128)")
+    ax_m.plot(mb, [r["examples_peak_rss_mb"] for r in rows], "s-", label="examples (DataLoader, seq 128): peak RSS")
+    if all("examples_anon_mb" in r for r in rows):
+        ax_m.plot(mb, [r["examples_anon_mb"] for r in rows], "s--", label="examples: anonymous (not file pages)")
     ax_m.set(xscale="log", xlabel="text MB", ylabel="peak RSS MB", title="peak memory", ylim=(0, None))
     for ax in (ax_t, ax_m):
         ax.grid(True, which="both", alpha=0.3)
@@ -138,13 +157,14 @@ def chart(rows: list[dict], out: Path) -> None:
 
 def table(rows: list[dict]) -> str:
     head = ["text MB", "tokens", "build CPU s", "build wall s", "build MB per CPU s", "build RSS MB (main / worker)",
-            "epoch set-up s", "µs per example (CPU)", "examples RSS MB"]
+            "epoch set-up s", "µs per example (CPU)", "examples peak RSS MB", "examples anon / file MB"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lines.append(f"| {r['text_mb']:,.0f} | {r['tokens']:,} | {r['build_cpu_s']:,.1f} | {r['build_wall_s']:,.1f} | "
                      f"{r['text_mb'] / r['build_cpu_s']:.2f} | {r['build_peak_rss_mb']:,.0f} / "
                      f"{r['build_worker_peak_rss_mb']:,.0f} | {r['setup_s']:.2f} | {r['us_per_example']:.1f} | "
-                     f"{r['examples_peak_rss_mb']:,.0f} |")
+                     f"{r['examples_peak_rss_mb']:,.0f} | {r.get('examples_anon_mb', float('nan')):,.0f} / "
+                     f"{r.get('examples_file_mb', float('nan')):,.0f} |")
     return "\n".join(lines)
 
 

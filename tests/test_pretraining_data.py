@@ -10,12 +10,16 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from torch.utils.data import DataLoader
 
+from litebert.data import pretraining
 from litebert.data.pretraining import (
     PretrainingDataset,
     ResumableSampler,
     build_chunk_index,
+    chunk_index_blocks,
     choose_ngram_spans,
     collate_pretraining,
+    greedy_spans,
+    greedy_spans_batch,
     make_rng,
     mask_batch,
     ngram_probabilities,
@@ -44,6 +48,15 @@ def en(shared_data, tmp_path_factory):
     (root / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     store = build_store(root / "corpus.txt", root / "tok", root / "store", validation_fraction=0.1, seed=0)
     return store, tok
+
+
+@pytest.fixture(scope="module")
+def en_shards(en, tmp_path_factory):
+    """The en corpus again, in small shards: chunk index blocks and store lookups cross shard boundaries."""
+    store, _ = en
+    root = tmp_path_factory.mktemp("en_shards")
+    return build_store(store.path.parent / "corpus.txt", store.path.parent / "tok", root / "store",
+                       validation_fraction=0.1, seed=0, shard_tokens=4000)
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +137,28 @@ def test_ngram_spans_respect_budget_segments_and_each_other():
         assert len(covered) == len(set(covered))  # no overlapping spans
         assert all(n <= drawn and (k < 17) == (k + n - 1 < 17) for k, drawn, n in spans)  # inside a segment
         assert sum(end[k + n - 1] - pos[k] for k, _, n in spans) <= 12
+
+
+def test_span_choice_over_a_batch_equals_the_per_sequence_loop():
+    """greedy_spans_batch (one loop over a batch, memoryviews) chooses exactly what greedy_spans chooses sequence by
+    sequence: budgets that force back-offs, n-grams that collide, words of several tokens, 1- to 4-grams."""
+    rng = make_rng(3)
+    for trial in range(200):
+        count = int(rng.integers(1, 9))
+        words = rng.integers(1, 60, count)  # [B] words per sequence
+        first = np.r_[0, np.cumsum(words)]  # [B + 1]
+        sizes = rng.integers(1, 5, first[-1])  # tokens per word
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        seq_end = np.repeat(first[1:], words)  # one segment per sequence
+        drawn = np.minimum(rng.integers(1, 5, first[-1]), seq_end - np.arange(first[-1]))  # n <= words left
+        order = np.concatenate([first[b] + rng.permutation(words[b]) for b in range(count)])
+        budgets = rng.integers(1, 25, count)
+        expected, covered = [], bytearray(int(first[-1]))
+        for b in range(count):
+            greedy_spans(order[first[b] : first[b + 1]].tolist(), drawn.tolist(), starts.tolist(), ends.tolist(),
+                         int(budgets[b]), covered, expected)
+        assert greedy_spans_batch(order, drawn, starts, ends, first, budgets) == expected, trial
 
 
 def test_batched_masking_is_uniform_over_words_and_independent_of_the_batch():
@@ -390,6 +425,52 @@ def test_chunk_index_is_official_greedy_chunking(shape, seed):
                     starts.append(i + 1)
                     size = 0
         assert index.starts.tolist() == starts
+
+
+@pytest.mark.parametrize("draw", ["chunk", "document"])
+def test_chunk_index_in_blocks_equals_in_memory(en_shards, draw):
+    split = en_shards.split("train")
+    assert len(split.shards) > 3
+    lengths, docs = split.sentence_lengths, split.document_offsets
+    for seed, short_prob, max_tokens, blocks in ((0, 0.1, 125, (1, 7, 10**9)), (5, 0.5, 61, (3, 50)),
+                                                 (9, 1.0, 13, (11,))):
+        keys = (seed, 1, 2)
+        ref = build_chunk_index(lengths, docs, max_tokens, short_prob, make_rng(*keys), draw)
+        for block in blocks:  # odd sizes: a call's 32-bit draws end in the middle of a 64-bit output
+            got = zip(*chunk_index_blocks(split, max_tokens, short_prob, keys, draw, block))
+            for a, b in zip(map(np.concatenate, got), (ref.starts, ref.ends, ref.targets)):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_epoch_index_is_memory_mapped_and_examples_do_not_load_the_split(en_shards, monkeypatch):
+    kwargs = dict(seed=4, single_sentence="skip", max_seq_length=64)
+    ds = PretrainingDataset(en_shards.path, **kwargs)  # its own store object: nothing cached by other tests
+    chunks = ds.chunk_index(1)
+    assert isinstance(chunks.starts, np.memmap) and chunks.starts.dtype == np.int32
+    split = en_shards.split("train")
+    ref = build_chunk_index(split.sentence_lengths, split.document_offsets, 61, 0.1, make_rng(4, 1, 1))
+    pair = ref.ends - ref.starts >= 2  # "skip" drops single-sentence chunks
+    for a, b in zip((chunks.starts, chunks.ends, chunks.targets), (ref.starts, ref.ends, ref.targets)):
+        np.testing.assert_array_equal(a, b[pair])
+    batch = ds.examples(np.arange(0, len(chunks), 2), epoch=1).collate()
+    balance = ds.label_balance(1)
+    # no whole-split array was loaded: the examples read the shards' memory maps per batch
+    assert not {"sentence_lengths", "sentence_offsets", "document_offsets"} & set(ds.split.__dict__)
+    # the index built (and the balance counted) in blocks of a few sentences gives the same examples
+    monkeypatch.setattr(pretraining, "CHUNK_BLOCK_SENTENCES", 5)
+    small = PretrainingDataset(en_shards.path, **kwargs)
+    again = small.examples(np.arange(0, len(chunks), 2), epoch=1).collate()
+    assert all(torch.equal(batch[k], again[k]) for k in batch)
+    assert small.label_balance(1) == balance
+
+
+def test_sampler_order_is_numpys_permutation_in_int32():
+    for n, seed, epoch in ((1, 0, 0), (1000, 3, 2), (54321, 7, 5)):
+        order = ResumableSampler(n, seed=seed, epoch=epoch).global_order()
+        assert order.dtype == np.int32  # half of permutation(n)'s memory, the same order (resume stays exact)
+        np.testing.assert_array_equal(order, make_rng(seed, 3, epoch).permutation(n))
+    sampler = ResumableSampler(20000, rank=1, world_size=3, seed=2, offset=17, skip=5)
+    assert list(sampler) == sampler.indices().tolist() and len(list(sampler)) == len(sampler)
 
 
 # -- determinism, collation, DataLoader ---------------------------------------------------------------------------

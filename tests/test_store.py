@@ -97,6 +97,29 @@ def test_byte_reproducible_across_workers_chunks_and_shards(corpus, en_tokenizer
     assert ids.dtype == np.int64 and flags.dtype == bool
     with pytest.raises(IndexError, match="outside split 'train'"):
         train.gather([train.num_tokens])
+    _check_shard_lookups(train)
+
+
+def _check_shard_lookups(split):
+    """The per-shard lookups (what making examples reads) equal the whole-split arrays, across shard boundaries."""
+    cum, docs = split.sentence_offsets, split.document_offsets  # [S + 1], [D + 1]
+    sentences = np.arange(split.num_sentences + 1)
+    np.testing.assert_array_equal(split.sentence_offset(sentences), cum)
+    np.testing.assert_array_equal(split.document_start(np.arange(split.num_documents + 1)), docs)
+    np.testing.assert_array_equal(split.document_of(sentences[:-1]), np.searchsorted(docs, sentences[:-1], "right") - 1)
+    # the first boundary reaching a token count, clamped to the sentence's document as _random_segments does
+    rng = np.random.default_rng(1)
+    s = rng.integers(0, split.num_sentences, 3000)
+    want = cum[s] + rng.integers(-5, 400, 3000)
+    doc_end = docs[np.searchsorted(docs, s, "right")]
+    reached = split.sentence_reaching(s, want), np.searchsorted(cum, want, "left")
+    np.testing.assert_array_equal(*(np.minimum(np.maximum(e, s + 1), doc_end) for e in reached))
+    for block in (1, 7, 40, 10**9):  # whole documents per block, in order, tiling the split
+        firsts, lengths, offsets = zip(*split.blocks(block))
+        np.testing.assert_array_equal(np.concatenate(lengths), split.sentence_lengths)
+        starts = np.concatenate([f + o[:-1] for f, o in zip(firsts, offsets)] + [[split.num_sentences]])
+        np.testing.assert_array_equal(starts, docs)
+        assert all(len(n) <= block or len(o) == 2 for n, o in zip(lengths, offsets))  # larger: one document
 
 
 def test_stats_count_what_was_skipped(en_tokenizer_dir, tmp_path):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from litebert.cli import main as cli_main
 from litebert.errors import ConfigError, CorpusError, TokenizerError
-from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
+from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, _for_every_id, load_tokenizer
 from litebert.tokenizer_train import train_sentencepiece
 
 ENGLISH = ["The quick  brown fox, born in 1,999, jumped (twice) over \"lazy\" dogs - really.",
@@ -217,6 +217,22 @@ def test_batch_encode_padding_tensors_and_decode(albert):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Vocabulary facts used by the data pipeline
+
+
+def test_vocabulary_facts_read_in_one_call_equal_the_per_id_calls(albert):
+    ids = list(range(albert.vocab_size))
+    sp = albert.sp
+    for method in (sp.id_to_piece, sp.is_control, sp.is_unknown, sp.is_unused):
+        assert _for_every_id(method, ids) == [method(i) for i in ids]
+
+    def per_id_only(i):  # an older SentencePiece: ints only
+        if not isinstance(i, int):
+            raise TypeError("in method 'IdToPiece', argument 2 of type 'int'")
+        return sp.id_to_piece(i)
+
+    assert _for_every_id(per_id_only, ids[:50]) == [sp.id_to_piece(i) for i in range(50)]
+    assert albert._pieces == [sp.id_to_piece(i) for i in ids]
+    assert albert.special_ids == {i for i in ids if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)}
 
 
 def test_special_ids_word_starts_and_fingerprint(albert, wordpiece, shared_data):

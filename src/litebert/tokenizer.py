@@ -406,6 +406,17 @@ def _read_config(directory: Path) -> dict:
 # ALBERT SentencePiece
 
 
+def _for_every_id(method, ids: list[int]) -> list:
+    """A SentencePiece per-id method over a vocabulary's ids: one call on the whole list where SentencePiece takes
+    lists (0.2: the loop runs in C++, ~4x faster than 30,000 Python calls: tokenizer loading is a fixed cost of
+    every `data build`), else one call per id."""
+    try:
+        out = method(ids)
+    except TypeError:
+        out = None
+    return out if isinstance(out, list) and len(out) == len(ids) else [method(i) for i in ids]
+
+
 class AlbertTokenizer(_TokenizerBase):
     """The official ALBERT tokenizer: preprocess_text + SentencePiece + the digit-comma re-split."""
 
@@ -434,13 +445,13 @@ class AlbertTokenizer(_TokenizerBase):
             raise TokenizerError(f"{self.vocab_file}: not a valid SentencePiece model ({exc})") from None
         self.do_lower_case, self.keep_accents, self.remove_space = do_lower_case, keep_accents, remove_space
         self.vocab_size = self.sp.get_piece_size()
-        self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+        ids, sp = list(range(self.vocab_size)), self.sp
+        self._pieces = _for_every_id(sp.id_to_piece, ids)
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             self._required_id(p) for p in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"))
-        sp = self.sp
-        self.special_ids = frozenset(
-            {i for i in range(self.vocab_size) if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)}
-            | {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id})
+        kinds = [_for_every_id(f, ids) for f in (sp.is_control, sp.is_unknown, sp.is_unused)]  # 3 x [V] bool
+        self.special_ids = frozenset({i for i, flags in enumerate(zip(*kinds)) if any(flags)}
+                                     | {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id})
         self._comma_fix = self._digit_comma_table()
         self._comma_fix_by_id = {self.sp.piece_to_id(p): ids for p, (_, ids) in self._comma_fix.items()}
         self._comma_fix_ids = frozenset(self._comma_fix_by_id)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from functools import partial
@@ -78,11 +79,18 @@ class ChunkIndex:
         return len(self.starts)
 
 
-def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_tokens: int, short_seq_prob: float,
-                      rng: np.random.Generator, short_seq_draw: str = "chunk") -> ChunkIndex:
-    """Greedy official chunking, vectorised: sentences accumulate into a chunk until it holds >= target tokens or
-    the document ends; every chunk draws its own target (short_seq_draw="chunk"), or every document draws one
-    for all its chunks (short_seq_draw="document", the official create_instances_from_document).
+def _draw_targets(coins: np.random.Generator, lengths: np.random.Generator, count: int, max_num_tokens: int,
+                  short_seq_prob: float) -> np.ndarray:
+    """[count] target lengths: max_num_tokens, or with short_seq_prob a uniform draw in [2, max_num_tokens]. The
+    coins and the short lengths come from two streams; both draw 32 bits at a time through the bit generator's own
+    buffer, so `count` draws made in several calls equal the same draws made in one."""
+    short = coins.random(count, dtype=np.float32) < short_seq_prob
+    return np.where(short, lengths.integers(2, max_num_tokens + 1, count), max_num_tokens)
+
+
+def _chain_chunks(lengths: np.ndarray, doc_offsets: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends [N] of the greedy chunks of whole documents: lengths [S] tokens per sentence, doc_offsets
+    [D + 1] first sentence of each document then S, targets [S] the target of a chunk starting at each sentence.
 
     Every sentence s gets the end `nxt[s]` of a chunk that would start at s (one searchsorted over the running token
     count); the real chunk starts are the orbit of sentence 0 under nxt, found by pointer doubling in
@@ -90,11 +98,6 @@ def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_toke
     """
     num = len(lengths)  # S
     cum = np.concatenate([[0], np.cumsum(lengths)])  # [S + 1]
-    draws = num if short_seq_draw == "chunk" else len(doc_offsets) - 1  # S or D
-    short = rng.random(draws, dtype=np.float32) < short_seq_prob
-    targets = np.where(short, rng.integers(2, max_num_tokens + 1, draws), max_num_tokens)  # [S] or [D]
-    if short_seq_draw == "document":
-        targets = np.repeat(targets, np.diff(doc_offsets))  # [S] each sentence gets its document's target
     doc_end = np.repeat(doc_offsets[1:], np.diff(doc_offsets))  # [S] one past the last sentence of s's document
     nxt = np.searchsorted(cum, cum[:-1] + targets, side="left")  # first end with >= target tokens
     nxt = np.minimum(np.maximum(nxt, np.arange(1, num + 1)), doc_end)  # [S]
@@ -105,7 +108,69 @@ def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_toke
         on_chain[jump[on_chain]] = True
         jump = jump[jump]
     starts = np.flatnonzero(on_chain[:num])
-    return ChunkIndex(starts, nxt[starts], targets[starts])
+    return starts, nxt[starts]
+
+
+def build_chunk_index(lengths: np.ndarray, doc_offsets: np.ndarray, max_num_tokens: int, short_seq_prob: float,
+                      rng: np.random.Generator, short_seq_draw: str = "chunk") -> ChunkIndex:
+    """Greedy official chunking, vectorised, over in-memory arrays: sentences accumulate into a chunk until it holds
+    >= target tokens or the document ends; every chunk draws its own target (short_seq_draw="chunk"), or every
+    document draws one for all its chunks (short_seq_draw="document", the official
+    create_instances_from_document). The draws: one coin per sentence (or document), then one short length each.
+
+    PretrainingDataset builds the same index block by block into a file (chunk_index_file); this is the reference
+    it is tested against.
+    """
+    count = len(lengths) if short_seq_draw == "chunk" else len(doc_offsets) - 1  # S or D
+    targets = _draw_targets(rng, rng, count, max_num_tokens, short_seq_prob)  # [S] or [D]
+    if short_seq_draw == "document":
+        targets = np.repeat(targets, np.diff(doc_offsets))  # [S] each sentence gets its document's target
+    starts, ends = _chain_chunks(lengths, doc_offsets, targets)
+    return ChunkIndex(starts, ends, targets[starts])
+
+
+CHUNK_BLOCK_SENTENCES = 1 << 18  # sentences per block of chunk_index_file: ~20 MB of temporaries at most
+
+
+def chunk_index_blocks(split: StoreSplit, max_num_tokens: int, short_seq_prob: float, keys: tuple[int, ...],
+                       short_seq_draw: str = "chunk", block: int = CHUNK_BLOCK_SENTENCES):
+    """build_chunk_index(split's lengths, split's documents, ..., make_rng(*keys)) block by block: yields its
+    (starts, ends, targets) for blocks of whole documents in order (chunks never cross a document, so a block's
+    chunks are the global ones), reading the split in blocks. The draws are the same: the coins come from one
+    Generator in order, the short lengths from a second one first moved past all the coins (build_chunk_index
+    draws all coins, then all lengths, from one)."""
+    count = split.num_sentences if short_seq_draw == "chunk" else split.num_documents
+    coins, short_lengths = make_rng(*keys), make_rng(*keys)
+    for done in range(0, count, block):  # skip the coins: the same 32-bit draws, thrown away a block at a time
+        short_lengths.random(min(block, count - done), dtype=np.float32)
+    for first, lengths, doc_offsets in split.blocks(block):
+        n = len(lengths) if short_seq_draw == "chunk" else len(doc_offsets) - 1
+        targets = _draw_targets(coins, short_lengths, n, max_num_tokens, short_seq_prob)
+        if short_seq_draw == "document":
+            targets = np.repeat(targets, np.diff(doc_offsets))
+        starts, ends = _chain_chunks(lengths, doc_offsets, targets)
+        yield first + starts, first + ends, targets[starts]
+
+
+def chunk_index_file(blocks, num_sentences: int, pairs_only: bool = False) -> ChunkIndex:
+    """A ChunkIndex whose arrays are memory-mapped from an unlinked temporary file (in TMPDIR) written from
+    chunk_index_blocks' blocks: the epoch's index costs no process memory beyond the pages read, and the file
+    disappears with the last mapping (or the process). pairs_only keeps chunks of >= 2 sentences.
+    Records of int32 (int64 when the split has >= 2^31 sentences) start, end, target: one page per lookup."""
+    index = np.int32 if num_sentences < 2**31 else np.int64
+    record = np.dtype([("start", index), ("end", index), ("target", np.int32)])
+    count = 0
+    with tempfile.TemporaryFile(prefix="litebert-chunks-") as f:
+        for starts, ends, targets in blocks:
+            keep = ends - starts >= 2 if pairs_only else slice(None)
+            rows = np.empty(len(starts[keep]), record)
+            rows["start"], rows["end"], rows["target"] = starts[keep], ends[keep], targets[keep]
+            f.write(rows.tobytes())
+            count += len(rows)
+        f.flush()
+        # the mapping holds its own reference to the file: closing it here leaves the data readable
+        table = np.memmap(f, dtype=record, mode="r", shape=(count,)) if count else np.zeros(0, record)
+    return ChunkIndex(table["start"], table["end"], table["target"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -149,6 +214,7 @@ def greedy_spans(order: Sequence[int], drawn: Sequence[int], starts: Sequence[in
     Candidates are visited in `order`; each has its drawn n; n backs off while the span would exceed the budget;
     spans that touch a covered word are skipped. Word k covers tokens [starts[k], ends[k]); covered (one byte per
     word) is updated in place. Plain lists: this loop runs once per candidate, where numpy calls cost more.
+    choose_ngram_spans uses it; mask_batch uses greedy_spans_batch, which makes the same choices for a batch.
     """
     used = 0
     for k in order:
@@ -166,6 +232,47 @@ def greedy_spans(order: Sequence[int], drawn: Sequence[int], starts: Sequence[in
         spans += (k, n)
         if used >= budget:
             break
+
+
+def greedy_spans_batch(order: np.ndarray, drawn: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                       first: np.ndarray, budgets: np.ndarray) -> list[int]:
+    """greedy_spans for B sequences in one loop, the same choices: sequence b visits order[first[b]:first[b + 1]]
+    (global word numbers) with budgets[b]. order, drawn, starts, ends: [W] int arrays; first: [B + 1].
+
+    Faster than greedy_spans per sequence on its Python lists: a sequence stops after ~20 of its ~100 words, so
+    the arrays are read through memoryviews (a Python int made per word visited, not per word) and each word's
+    drawn n and token count come packed in one int64; back-off reads the ends only when the drawn span is over
+    the budget. Returns first word, used n of each chosen span, flat, sequence after sequence.
+    """
+    order, drawn, starts, ends = (np.ascontiguousarray(a, dtype=np.int64) for a in (order, drawn, starts, ends))
+    size = ends[np.arange(len(drawn)) + drawn - 1] - starts  # [W] tokens of each word's drawn n-gram
+    packed = memoryview((size << 32) | drawn)  # [W] n and tokens: one read per visited word
+    visit, starts_v, ends_v = memoryview(order), memoryview(starts), memoryview(ends)
+    covered, spans, first = bytearray(len(drawn)), [], np.asarray(first).tolist()
+    for b, budget in enumerate(budgets.tolist()):
+        used = 0
+        for k in visit[first[b] : first[b + 1]]:
+            if covered[k]:
+                continue
+            word = packed[k]
+            n, tokens = word & 0xFFFFFFFF, word >> 32
+            if used + tokens > budget:
+                if n == 1:
+                    continue
+                start = starts_v[k]
+                while n > 1 and used + tokens > budget:
+                    n -= 1  # back off to a shorter n-gram that fits the budget
+                    tokens = ends_v[k + n - 1] - start
+                if used + tokens > budget:
+                    continue
+            if n > 1 and any(covered[k + 1 : k + n]):
+                continue
+            covered[k : k + n] = _ONES[n]
+            used += tokens
+            spans += (k, n)
+            if used >= budget:
+                break
+    return spans
 
 
 def choose_ngram_spans(word_pos: Sequence[int], word_end: Sequence[int], avail: np.ndarray, budget: int,
@@ -225,10 +332,7 @@ def mask_batch(ids: np.ndarray, unit_starts: np.ndarray, maskable: np.ndarray, o
     # deterministic; two equal keys (same sequence and bits, p ~ W^2 / 2^33 per sequence) just keep one order.
     order = np.argsort((owner.astype(np.uint64) << np.uint64(32)) | (draws.bits(word_keys, _WORD_ORDER, counter)
                                                                      >> np.uint64(32)))
-    order_l, drawn_l, starts_l, ends_l = order.tolist(), drawn.tolist(), word_pos.tolist(), word_end.tolist()
-    bounds_l, covered, chosen = word_first.tolist(), bytearray(len(word_pos)), []
-    for b, budget in enumerate(budgets.tolist()):
-        greedy_spans(order_l[bounds_l[b] : bounds_l[b + 1]], drawn_l, starts_l, ends_l, budget, covered, chosen)
+    chosen = greedy_spans_batch(order, drawn, word_pos, word_end, word_first, budgets)
     k, n = np.array(chosen, dtype=np.int64).reshape(-1, 2).T  # [S] first word and length of each span
     span_start, span_len = word_pos[k], word_end[k + n - 1] - word_pos[k]
     positions = np.sort(np.repeat(span_start - (np.cumsum(span_len) - span_len), span_len)
@@ -305,8 +409,6 @@ class PretrainingDataset(Dataset):
         self.pvals = ngram_probabilities(ngram, favor_shorter_ngram)
         self.cls_id, self.sep_id, self.mask_id, self.pad_id = (store.token_id(k) for k in ("cls", "sep", "mask", "pad"))
         self.replacement_ids = np.setdiff1d(np.arange(store.vocab_size), sorted(store.special_ids))
-        self._cum = self.split.sentence_offsets  # [S + 1]
-        self._docs = self.split.document_offsets  # [D + 1]
         self._index_cache: dict[int, ChunkIndex] = {}
 
     # -- epochs ----------------------------------------------------------------------------------------------------
@@ -318,13 +420,11 @@ class PretrainingDataset(Dataset):
         if epoch not in self._index_cache:
             if len(self._index_cache) >= 2:
                 self._index_cache.pop(next(iter(self._index_cache)))
-            rng = make_rng(self.seed, _CHUNK_STREAM, epoch)
-            chunks = build_chunk_index(self.split.sentence_lengths, self._docs, self.max_num_tokens,
-                                       self.short_seq_prob, rng, self.short_seq_draw)
-            if self.single_sentence == "skip" and self.objective != "none":
-                pair = chunks.ends - chunks.starts >= 2
-                chunks = ChunkIndex(chunks.starts[pair], chunks.ends[pair], chunks.targets[pair])
-            self._index_cache[epoch] = chunks
+            # Built block by block into a memory-mapped file: memory stays flat whatever the corpus size.
+            blocks = chunk_index_blocks(self.split, self.max_num_tokens, self.short_seq_prob,
+                                        (self.seed, _CHUNK_STREAM, epoch), self.short_seq_draw, CHUNK_BLOCK_SENTENCES)
+            pairs_only = self.single_sentence == "skip" and self.objective != "none"
+            self._index_cache[epoch] = chunk_index_file(blocks, self.split.num_sentences, pairs_only)
         return self._index_cache[epoch]
 
     def label_balance(self, epoch: int | None = None) -> dict:
@@ -334,18 +434,22 @@ class PretrainingDataset(Dataset):
         "split" too when it has one token; every other pair is swapped (SOP) or replaced (NSP) with p = 1/2."""
         chunks = self.chunk_index(epoch)
         n = max(len(chunks), 1)
-        single = (chunks.ends - chunks.starts) == 1  # [N]
-        if self.objective == "none":
-            forced = np.zeros(len(chunks), bool)
-        elif self.single_sentence == "split" and self.objective == "sop":
-            forced = single & (self._cum[chunks.ends] - self._cum[chunks.starts] < 2)
-        else:
-            forced = single
-        label1 = (forced.sum() + 0.5 * (~forced).sum()) / n  # forced random B, else the 50% coin
-        random_b = label1 if self.objective == "nsp" else forced.sum() / n
-        return {"examples": len(chunks), "single_sentence_chunks": float(single.sum() / n),
+        singles = forced = short = 0  # counted a block of chunks at a time (the index is memory-mapped)
+        for lo in range(0, len(chunks), CHUNK_BLOCK_SENTENCES):
+            starts, ends = chunks.starts[lo : lo + CHUNK_BLOCK_SENTENCES], chunks.ends[lo : lo + CHUNK_BLOCK_SENTENCES]
+            single = (ends - starts) == 1  # [block]
+            if self.single_sentence == "split" and self.objective == "sop":
+                tokens = self.split.sentence_offset(ends) - self.split.sentence_offset(starts)
+                forced += int((single & (tokens < 2)).sum())
+            elif self.objective != "none":
+                forced += int(single.sum())
+            singles += int(single.sum())
+            short += int((chunks.targets[lo : lo + CHUNK_BLOCK_SENTENCES] < self.max_num_tokens).sum())
+        label1 = (forced + 0.5 * (len(chunks) - forced)) / n  # forced random B, else the 50% coin
+        random_b = label1 if self.objective == "nsp" else forced / n
+        return {"examples": len(chunks), "single_sentence_chunks": float(singles / n),
                 "random_b": float(random_b), "label1": float(label1) if self.objective != "none" else float("nan"),
-                "short_targets": float((chunks.targets < self.max_num_tokens).sum() / n)}
+                "short_targets": float(short / n)}
 
     def __len__(self) -> int:
         return len(self.chunk_index())
@@ -384,7 +488,7 @@ class PretrainingDataset(Dataset):
             raise IndexError(f"example {int(bad[0])} out of range: epoch {epoch} has {len(chunks)}")
         keys = draws.stream_keys((self.seed, _EXAMPLE_STREAM, epoch), idx)  # [B]
         s0, s1 = chunks.starts[idx], chunks.ends[idx]  # [B] the chunk's sentences
-        t0, t1 = self._cum[s0], self._cum[s1]  # [B] and its tokens (positions in the split)
+        t0, t1 = self.split.sentence_offset(s0), self.split.sentence_offset(s1)  # [B] its tokens (positions)
         if self.objective == "none":
             remove = np.maximum(t1 - t0 - self.max_num_tokens, 0)
             front = draws.binomial_half(keys, _TRUNCATE_A, remove)  # each removed token leaves front or back 50/50
@@ -394,7 +498,7 @@ class PretrainingDataset(Dataset):
         num_sentences = s1 - s0  # [B]
         a_end = np.where(num_sentences >= 2, 1 + draws.below(u[:, 0], np.maximum(num_sentences - 1, 1)), 1)
         coin = u[:, 1] < 0.5  # SOP: swap; NSP: B from a random document
-        cut = self._cum[s0 + a_end] - t0  # [B] tokens in A
+        cut = self.split.sentence_offset(s0 + a_end) - t0  # [B] tokens in A
         if self.single_sentence == "split" and self.objective == "sop":
             split = (num_sentences == 1) & (t1 - t0 >= 2)
             for r in np.flatnonzero(split).tolist():  # rare: only one-sentence chunks
@@ -429,16 +533,17 @@ class PretrainingDataset(Dataset):
                          u_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Official random-next B, per row: a random other document, from a random sentence, until >= target_len
         tokens. Returns its token range (start, stop) [R] in the split."""
-        num_docs = len(self._docs) - 1
-        doc = np.searchsorted(self._docs, s0, side="right") - 1  # [R] the chunk's own document
+        split = self.split
+        num_docs = split.num_documents
+        doc = split.document_of(s0)  # [R] the chunk's own document
         if num_docs > 1:
             other = draws.below(u_doc, num_docs - 1)
             doc = other + (other >= doc)
-        d0, d1 = self._docs[doc], self._docs[doc + 1]
+        d0, d1 = split.document_start(doc), split.document_start(doc + 1)
         b0 = d0 + draws.below(u_start, d1 - d0)
-        b1 = np.searchsorted(self._cum, self._cum[b0] + target_len, side="left")
-        b1 = np.minimum(np.maximum(b1, b0 + 1), d1)
-        return self._cum[b0], self._cum[b1]
+        start = split.sentence_offset(b0)
+        b1 = np.minimum(np.maximum(split.sentence_reaching(b0, start + target_len), b0 + 1), d1)
+        return start, split.sentence_offset(b1)
 
     def _finish(self, keys: np.ndarray, segments: list, label: np.ndarray) -> "ExampleBatch":
         """[CLS] A [SEP] (B [SEP]) per example from the segments' token ranges (start, stop) [B], token types,
@@ -608,7 +713,11 @@ class ResumableSampler(Sampler[int]):
         """[num_samples * world_size] the rest of the epoch's order (after `offset`) before sharding, padding
         included."""
         n = self.num_examples
-        order = make_rng(self.seed, _SAMPLER_STREAM, self.epoch).permutation(n) if self.shuffle else np.arange(n)
+        # int32 where it fits: half the memory of permutation(n)'s int64, and the same order (shuffle makes the
+        # same draws whatever the dtype). This is the only array of the epoch's size the sampler holds.
+        order = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
+        if self.shuffle:
+            make_rng(self.seed, _SAMPLER_STREAM, self.epoch).shuffle(order)
         order, total = order[self.offset:], self._total()
         if total > len(order):
             order = np.resize(order, total)  # repeats the head, cyclically when needed
@@ -624,7 +733,9 @@ class ResumableSampler(Sampler[int]):
         return global_position >= self._rest()
 
     def __iter__(self):
-        return iter(self.indices().tolist())
+        indices = self.indices()  # a view of global_order: Python ints are made a block at a time, not all at once
+        for lo in range(0, len(indices), 4096):
+            yield from indices[lo : lo + 4096].tolist()
 
     def __len__(self) -> int:
         return max(0, self.num_samples - self.skip)

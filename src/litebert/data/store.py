@@ -618,8 +618,10 @@ class StoreSplit:
         self.num_documents: int = info["documents"]
         self.num_sentences: int = info["sentences"]
         self.num_tokens: int = info["tokens"]
-        # [K + 1] first global sentence / document index of each shard
+        # [K + 1] first global sentence / document index and running token count of each shard
         self.sentence_base = np.cumsum([0] + [s["sentences"] for s in self.shards])
+        self.document_base = np.cumsum([0] + [s["documents"] for s in self.shards])
+        self.token_base = np.cumsum([0] + [s["tokens"] for s in self.shards])
         self._maps: list[dict] | None = None
 
     def __len__(self) -> int:
@@ -647,6 +649,8 @@ class StoreSplit:
             self._maps = maps
         return self._maps
 
+    # The whole-split arrays below hold 8-16 bytes per sentence in memory: for tests and inspection. Making
+    # examples uses the per-shard lookups after them, which read the memory-mapped shard files instead.
     @cached_property
     def sentence_lengths(self) -> np.ndarray:
         """[S] int64 tokens per sentence."""
@@ -685,11 +689,6 @@ class StoreSplit:
         packed = maps[_WORD_STARTS][t0 >> 3 : (t1 + 7) >> 3]
         return np.unpackbits(packed)[t0 & 7 : (t0 & 7) + t1 - t0].astype(bool)
 
-    @cached_property
-    def token_base(self) -> np.ndarray:
-        """[K + 1] position of each shard's first token in the split's running token count (sentence_offsets)."""
-        return self.sentence_offsets[self.sentence_base]
-
     def gather(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Token ids (int64) and word-start flags (bool) at token positions [N] of the split's running count
         (as in sentence_offsets): one fancy index per shard for a whole batch, instead of a memmap slice (and a
@@ -699,10 +698,8 @@ class StoreSplit:
         base = self.token_base
         if len(positions) and (positions.min() < 0 or positions.max() >= base[-1]):
             raise IndexError(f"token positions outside split {self.name!r} (0..{int(base[-1]) - 1})")
-        shard = np.searchsorted(base, positions, side="right") - 1 if len(self.shards) > 1 else None
-        for k, maps in enumerate(self._shard_maps()):
-            rows = slice(None) if shard is None else np.flatnonzero(shard == k)
-            local = positions[rows] - base[k]  # [n] shard-local token index
+        for k, rows, local in self._by_shard(positions, base):  # only the shards the batch reads
+            maps = self._shard_maps()[k]  # local: [n] shard-local token index
             ids[rows] = np.asarray(maps[_TOKENS])[local]  # asarray: plain ndarray indexing, no memmap wrapper
             packed = np.asarray(maps[_WORD_STARTS])[local >> 3]  # np.packbits order: bit 7 is the first token
             flags[rows] = (packed >> (7 - (local & 7)).astype(np.uint8)) & 1
@@ -710,8 +707,78 @@ class StoreSplit:
 
     def document(self, index: int) -> list[np.ndarray]:
         """The sentences (token id arrays) of document `index`."""
-        d0, d1 = self.document_offsets[index], self.document_offsets[index + 1]
-        return [self.tokens(s) for s in range(int(d0), int(d1))]
+        d0, d1 = self.document_start(np.array([index, index + 1])).tolist()
+        return [self.tokens(s) for s in range(d0, d1)]
+
+    # -- per-shard lookups: global indices [N] -> values read from the shards' memory maps -------------------------
+    def _by_shard(self, index: np.ndarray, base: np.ndarray):
+        """(shard, rows, shard-local index) for global indices [N] under a [K + 1] base (sentence_base,
+        document_base); the index one past a shard's last belongs to that shard (its end offset)."""
+        index = np.asarray(index, dtype=np.int64)
+        if len(self.shards) == 1:
+            yield 0, slice(None), index
+            return
+        shard = np.minimum(np.searchsorted(base, index, side="right") - 1, len(self.shards) - 1)
+        for k in np.unique(shard).tolist():
+            rows = np.flatnonzero(shard == k)
+            yield k, rows, index[rows] - base[k]
+
+    def _lookup(self, index, base: np.ndarray, kind: str, add: np.ndarray) -> np.ndarray:
+        index = np.asarray(index, dtype=np.int64)
+        out = np.empty(index.shape, np.int64)
+        for k, rows, local in self._by_shard(index, base):
+            out[rows] = np.asarray(self._shard_maps()[k][kind])[local] + add[k]
+        return out
+
+    def sentence_offset(self, sentences) -> np.ndarray:
+        """[N] running token count (as sentence_offsets) at global sentence indices [N] in [0, S]."""
+        return self._lookup(sentences, self.sentence_base, _SENTENCES, self.token_base)
+
+    def document_start(self, documents) -> np.ndarray:
+        """[N] global first sentence (as document_offsets) of documents [N] in [0, D] (D gives S)."""
+        return self._lookup(documents, self.document_base, _DOCUMENTS, self.sentence_base)
+
+    def document_of(self, sentences) -> np.ndarray:
+        """[N] the document holding each global sentence [N] in [0, S)."""
+        sentences = np.asarray(sentences, dtype=np.int64)
+        out = np.empty(sentences.shape, np.int64)
+        for k, rows, local in self._by_shard(sentences, self.sentence_base):
+            docs = np.asarray(self._shard_maps()[k][_DOCUMENTS])  # [D_k + 1] shard-local sentence offsets
+            out[rows] = np.searchsorted(docs, local, side="right") - 1 + self.document_base[k]
+        return out
+
+    def sentence_reaching(self, sentences, tokens) -> np.ndarray:
+        """[N] the first sentence boundary e (global, in the shard of each sentence [N]) whose running token count
+        is >= tokens [N]; past the shard's end: one past its last sentence + 1 (callers clamp to a document end)."""
+        sentences, tokens = np.asarray(sentences, dtype=np.int64), np.asarray(tokens, dtype=np.int64)
+        out = np.empty(sentences.shape, np.int64)
+        for k, rows, local in self._by_shard(sentences, self.sentence_base):
+            offsets = np.asarray(self._shard_maps()[k][_SENTENCES])  # [S_k + 1]
+            reach = np.searchsorted(offsets, tokens[rows] - self.token_base[k], side="left")
+            out[rows] = reach + self.sentence_base[k]
+        return out
+
+    def blocks(self, max_sentences: int):
+        """The split in blocks of whole documents of about max_sentences sentences (a longer document is one block),
+        read with plain file reads (not the memory maps, whose pages would stay resident): yields (first global
+        sentence, lengths [n] int64 tokens per sentence, doc_offsets [d + 1] int64 block-local document starts).
+        Memory stays at one block whatever the split's size."""
+        for k, shard in enumerate(self.shards):
+            prefix = self.root / shard["name"]
+            d, num_docs = 0, shard["documents"]
+            while d < num_docs:
+                docs = _read(prefix, _DOCUMENTS, d, min(num_docs - d, max_sentences) + 1)  # >= 1 sentence per doc
+                take = max(1, int(np.searchsorted(docs, docs[0] + max_sentences, side="right")) - 1)
+                s0, s1 = int(docs[0]), int(docs[take])
+                lengths = np.diff(_read(prefix, _SENTENCES, s0, s1 - s0 + 1))
+                yield int(self.sentence_base[k]) + s0, lengths, docs[: take + 1] - s0
+                d += take
+
+
+def _read(prefix: Path, kind: str, start: int, count: int) -> np.ndarray:
+    """Entries [start, start + count) of a shard's int64 offsets file, read (not mapped)."""
+    return np.fromfile(f"{prefix}.{kind}", dtype=_OFFSET_DTYPE, count=count,
+                       offset=start * _OFFSET_DTYPE.itemsize).astype(np.int64)
 
 
 def _memmap(prefix: Path, kind: str, dtype: np.dtype, count: int) -> np.ndarray:
@@ -779,6 +846,14 @@ class TokenStore:
     @property
     def tokenizer_fingerprint(self) -> str:
         return self.meta["tokenizer"]["fingerprint"]
+
+    @property
+    def content_fingerprint(self) -> str:
+        """sha256 of what the store holds: every split's shard records (counts and checksums of the token files) and
+        the tokenizer. A store copied or moved elsewhere keeps it; one rebuilt from other text or with other
+        settings (validation fraction, seed, document limits) does not."""
+        held = json.dumps([self.meta["splits"], self.meta["tokenizer"]], sort_keys=True)
+        return hashlib.sha256(held.encode()).hexdigest()
 
     @property
     def vocab_size(self) -> int:
