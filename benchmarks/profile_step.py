@@ -33,7 +33,10 @@ OPTIMIZER_OPS = ("aten::_foreach", "aten::lerp_", "aten::addcmul_", "aten::addcd
 def category(name: str) -> str:
     if name.startswith(GEMM_OPS):
         return "matmul (GEMM)"
-    if "cpp_fused" in name or name.startswith(("graph_", "triton_", "Torch-Compiled", "CompiledFunction")):
+    # "## Call CompiledFxGraph ..." is how the profiler names a call of an inductor-compiled graph on CPU (its
+    # fused C++ kernels run inside it; the GEMMs it calls are recorded as their own aten ops).
+    if "cpp_fused" in name or name.startswith(("graph_", "triton_", "Torch-Compiled", "CompiledFunction",
+                                               "## Call CompiledFxGraph")):
         return "inductor fused kernels (LayerNorm, GELU, softmax, adds, casts)"
     if name.startswith(OPTIMIZER_OPS):
         return "optimizer and grad clip (elementwise over the parameters)"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from litebert.cli import main
+from litebert.errors import TrainingError
 
 
 def test_objective_suite_tiny_budget(tmp_path, shared_data, monkeypatch):
@@ -154,6 +155,10 @@ def test_cached_result_computes_once_and_redoes_a_crashed_run(tmp_path):
     assert cached_result(tmp_path / "run", finish) == {"mlm_acc": 0.25}
     assert calls == ["crash", "finish"]
     assert [p.name for p in (tmp_path / "run").iterdir() if p.name != ".lock"] == ["result.json"]  # no temp left
+    # a damaged record (it used to end in a bare JSONDecodeError traceback) names the file, the line and the way out
+    (tmp_path / "run" / "result.json").write_text('{"mlm_acc": 0.25,\n')
+    with pytest.raises(TrainingError, match=r"run/result.json:2: not valid JSON .*remove it and `litebert ablate`"):
+        cached_result(tmp_path / "run", finish)
 
 
 def test_finetune_sst2_reuses_finished_seeds(tmp_path, shared_data):

@@ -61,3 +61,12 @@ def test_the_lever_rows_run_the_precision_ours_runs(precision):
     assert set(levers) == {precision}
     assert any("math attention" in n for n in names) == (precision == "bf16")
     assert any(kw["precision"] == "bf16" for _, kw, _ in rows)  # bf16 is measured either way
+
+
+def test_the_profile_counts_a_compiled_graph_call_as_inductor_kernels():
+    """On CPU the profiler names a call of an inductor graph "## Call CompiledFxGraph <hash>": its fused kernels
+    (LayerNorm, GELU, softmax, adds) belong with inductor's, not with "other ops"."""
+    profile = benchmark_module("profile_step")
+    inductor = profile.category("cpp_fused_add_0")
+    assert profile.category("## Call CompiledFxGraph fdt6deqmiy5s345hkmdc4bxvhfvl2sml6kco3gb5jdhgxr") == inductor
+    assert profile.category("aten::addmm") == "matmul (GEMM)"

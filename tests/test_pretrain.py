@@ -258,6 +258,22 @@ def test_a_resume_that_does_not_fit_is_refused(tiny_data, finished_run, tmp_path
     assert re.search(message, capsys.readouterr().err)
 
 
+def test_a_resume_on_other_text_is_refused_but_a_moved_store_resumes(tiny_data, finished_run, tmp_path, capsys):
+    """Before, a store rebuilt from other text with the same tokenizer resumed silently: the saved data position
+    indexed the new store's examples, mixing two corpora in one run."""
+    from litebert.data.store import build_store
+
+    store, tokenizer, _ = tiny_data
+    other = build_store([store.parent / "all.txt"], tokenizer, tmp_path / "other", validation_fraction=0.05)
+    run = copy_run(finished_run, tmp_path)
+    with pytest.raises(TrainingError, match=r"run.json: this run was made with another token store than .*other"):
+        pretrain(PretrainConfig(**config_args(tiny_data, run, steps=3, data=str(other.path))))
+    moved = tmp_path / "moved"
+    shutil.copytree(store, moved)  # the same store somewhere else is the same data
+    pretrain(PretrainConfig(**config_args(tiny_data, run, steps=3, data=str(moved))))
+    assert f"resumed from {run / 'checkpoint-2'} at step 2" in capsys.readouterr().err
+
+
 def test_a_run_recorded_before_gradient_checkpointing_left_the_model_config_resumes(tiny_data, finished_run,
                                                                                     tmp_path, capsys):
     """A run.json written when the model config still held gradient_checkpointing resumes (here with it on: a

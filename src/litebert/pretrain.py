@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -358,12 +359,19 @@ def check_run_dir_matches(run: Run) -> None:
     """Every run dir stores what made it; a restart with a different store or model is refused."""
     path = Path(run.cfg.out) / "run.json"
     now = {"model_config": run.config.to_dict(), "tokenizer_fingerprint": run.store.tokenizer_fingerprint,
-           "train": dataclasses.asdict(run.cfg)}
+           "store_fingerprint": run.store.content_fingerprint, "train": dataclasses.asdict(run.cfg)}
     if path.is_file() and run.step > 0:
         before = read_json(path, TrainingError, expect=dict, hint="use a new --out")
         if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
             raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
                                 "use a new --out")
+        if before.get("store_fingerprint", now["store_fingerprint"]) != now["store_fingerprint"]:
+            # Same tokenizer, other tokens (a store rebuilt from other text or with other settings): the saved data
+            # position (epoch, offset) would index other examples, and the run would silently mix two corpora.
+            raise TrainingError(f"{path}: this run was made with another token store than {run.cfg.data} (same "
+                                "tokenizer, but its shards differ: rebuilt from other text or with other settings). "
+                                "Resume with the run's store, or continue from its weights in a new --out "
+                                "(--model CHECKPOINT_DIR: continued pretraining)")
         saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
         if saved_config != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
@@ -611,7 +619,8 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
     n = min(len(dataset), batches * batch_size)
     totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
     for start in range(0, n, batch_size):
-        b = collate_pretraining([dataset[i] for i in range(start, min(n, start + batch_size))],
+        # built together, as training builds them (one store read and one masking pass per batch)
+        b = collate_pretraining(dataset.examples(np.arange(start, min(n, start + batch_size)), epoch=0),
                                 pad_to=max_seq_length, pad_id=store.token_id("pad"))
         b = {k: v.to(device) for k, v in b.items()}
         with autocast(precision, device):

@@ -848,6 +848,14 @@ class TokenStore:
         return self.meta["tokenizer"]["fingerprint"]
 
     @property
+    def content_fingerprint(self) -> str:
+        """sha256 of what the store holds: every split's shard records (counts and checksums of the token files) and
+        the tokenizer. A store copied or moved elsewhere keeps it; one rebuilt from other text or with other
+        settings (validation fraction, seed, document limits) does not."""
+        held = json.dumps([self.meta["splits"], self.meta["tokenizer"]], sort_keys=True)
+        return hashlib.sha256(held.encode()).hexdigest()
+
+    @property
     def vocab_size(self) -> int:
         return int(self.meta["tokenizer"]["vocab_size"])
 

@@ -36,11 +36,14 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from litebert.config import AlbertConfig
-from litebert.errors import ConfigError
-from litebert.files import atomic_write_bytes
+from litebert.errors import ConfigError, TrainingError
+from litebert.files import atomic_write_bytes, parse_json, read_json
 
 BASE = dict(embedding_size=128, hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024,
             max_position_embeddings=512)
+
+# A damaged record of a finished step (a full disk, a hand edit) names its file; removing it redoes just that step.
+STALE_HINT = "remove it and `litebert ablate` redoes that part of the study"
 
 
 @dataclass
@@ -144,7 +147,7 @@ def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
     key = {"base": cfg.base, "vocab_size": cfg.vocab_size, "batch_size": cfg.batch_size,
            "max_seq_length": cfg.max_seq_length, "budget_minutes": cfg.budget_minutes, "precision": cfg.precision}
     if record.is_file():
-        saved = json.loads(record.read_text())
+        saved = read_json(record, TrainingError, expect=dict, hint=STALE_HINT)
         if saved.get("key") == key:
             return int(saved["steps"])
     with tempfile.TemporaryDirectory(prefix="litebert-ablate-") as tmp:  # holds the base model's config
@@ -191,9 +194,11 @@ def finished_finetune(ft) -> dict[str, Any] | None:
     out = Path(ft.out)
     if not (out / "result.json").is_file() or not (out / "finetune.json").is_file():
         return None
-    saved = json.loads((out / "finetune.json").read_text())
+    saved = read_json(out / "finetune.json", TrainingError, expect=dict, hint=STALE_HINT)
     wanted = {k: v for k, v in dataclasses.asdict(ft).items() if v is not None and k not in ("threads", "overwrite")}
-    return json.loads((out / "result.json").read_text()) if all(saved.get(k) == v for k, v in wanted.items()) else None
+    if not all(saved.get(k) == v for k, v in wanted.items()):
+        return None
+    return read_json(out / "result.json", TrainingError, expect=dict, hint=STALE_HINT)
 
 
 def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, Any]:
@@ -234,7 +239,7 @@ def cached_result(run_dir: Path, compute: Callable[[], dict[str, Any]], wait: bo
             return None
         if not done.is_file():
             atomic_write_bytes(done, (json.dumps(compute(), indent=2) + "\n").encode())
-    return json.loads(done.read_text())
+    return read_json(done, TrainingError, expect=dict, hint=STALE_HINT)
 
 
 @contextlib.contextmanager
@@ -429,7 +434,8 @@ def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     if curves:
         fig, ax = plt.subplots(figsize=(6, 4))
         for name, path in curves:
-            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            rows = [parse_json(line, path, TrainingError, line=i) for i, line in enumerate(path.read_text().splitlines(), 1)
+                    if line.strip()]
             # MLM loss, not the total: the total adds a pair loss that objective "none" does not have
             points = [(r["step"], r["mlm_loss"]) for r in rows
                       if r.get("mlm_loss") is not None and math.isfinite(r["mlm_loss"])]
