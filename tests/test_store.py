@@ -72,6 +72,10 @@ def test_validation_split_is_deterministic(corpus, en_tokenizer_dir, tmp_path):
     assert _sentences(a.split("validation")) != _sentences(c.split("validation"))
     assert a.num_documents("train") + a.num_documents("validation") == c.num_documents("train") + c.num_documents(
         "validation")
+    # what a resume and the ranks of a DDP run compare: the same tokens built twice (another path) are the same
+    # store, another split of them is not
+    assert a.content_fingerprint == b.content_fingerprint != c.content_fingerprint
+    assert TokenStore.open(tmp_path / "a").content_fingerprint == a.content_fingerprint
 
 
 def test_byte_reproducible_across_workers_chunks_and_shards(corpus, en_tokenizer_dir, tmp_path):

@@ -20,7 +20,6 @@ host, where it would otherwise hang at the first collective or train on other da
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import socket
@@ -178,20 +177,16 @@ def check_same_run_dir(d: Dist, run_dir: Path) -> None:
             token.unlink(missing_ok=True)
 
 
-def store_fingerprint(store_path: Path) -> str:
-    """sha256 of the store's meta.json: its tokenizer, build settings, splits and every shard's counts."""
-    return hashlib.sha256((Path(store_path) / "meta.json").read_bytes()).hexdigest()
-
-
-def check_same_store(d: Dist, store_path: Path) -> None:
-    """Every rank must read the same token store (a copy per node is fine): their meta.json digests must match
-    rank 0's."""
+def check_same_store(d: Dist, store_path: Path, fingerprint: str) -> None:
+    """Every rank must read the same tokens: their stores' content fingerprints (TokenStore.content_fingerprint:
+    the shards' checksums and counts, and the tokenizer) must match rank 0's. A copy per node is fine, and so is a
+    store each node built from the same text with the same settings."""
     if d.world == 1:
         return
     prints: list[Any] = [None] * d.world
-    dist.all_gather_object(prints, store_fingerprint(store_path))
+    dist.all_gather_object(prints, fingerprint)
     odd = [r for r, p in enumerate(prints) if p != prints[0]]
     if odd:
         raise TrainingError(f"--data {store_path}: rank(s) {', '.join(map(str, odd))} read another token store "
-                            "than rank 0 (meta.json differs): every node must see the same store, shared or "
-                            "copied byte for byte")
+                            "than rank 0 (its shards differ): every node must see the same store, shared, copied, "
+                            "or built from the same text with the same settings")

@@ -315,7 +315,7 @@ def setup(cfg: PretrainConfig) -> Run:
 
     # A rank that cannot open the store stops them all (instead of leaving them at the first collective).
     store = on_all_ranks(d, lambda: TokenStore.open(cfg.data))
-    check_same_store(d, store.path)
+    check_same_store(d, store.path, store.content_fingerprint)
     tokenizer_dir = resolve_tokenizer_dir(cfg, store)
     config, init_dir = model_config_for(cfg, store.vocab_size, store)
     if d.main:  # checksums and token ids, before a bad id crashes a step mid-run (one read of the store)
