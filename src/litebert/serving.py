@@ -122,9 +122,10 @@ def request_models(task: str, max_items: int, max_chars: int):
         pooling: Literal["mean", "cls"] = "mean"
         normalize: bool = False
 
-    item, params = {"text-classification": (PairItem, NoParams), "token-classification": (TextItem, TokenParams),
-                    "question-answering": (QAItem, QAParams), "multiple-choice": (ChoiceItem, NoParams),
-                    "fill-mask": (TextItem, MaskParams), "embeddings": (TextItem, EmbedParams)}[task]
+    from litebert.heads import for_pipeline
+
+    models = locals()
+    item, params = (models[name] for name in for_pipeline(task).pipeline_class().request)
 
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,
@@ -137,15 +138,6 @@ def build_pipeline(cfg: ServeConfig):
 
     return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
                     threads=cfg.threads)
-
-
-def _item_to_pipeline(task: str, item: dict):
-    """A validated request item -> the pipeline's input form."""
-    if task == "text-classification":
-        return item["text"] if item.get("text_pair") is None else (item["text"], item["text_pair"])
-    if task in ("token-classification", "fill-mask", "embeddings"):
-        return item["text"]
-    return item
 
 
 def create_app(cfg: ServeConfig, pipe=None):
@@ -175,7 +167,7 @@ def create_app(cfg: ServeConfig, pipe=None):
         except ConfigError:
             pass  # an ONNX task graph has no encoder output: /embed answers 404
         for task, p in state["pipes"].items():
-            await asyncio.to_thread(p, WARMUP[task])  # first call pays one-off costs, not a user's request
+            await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
             batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching)
             batcher.start()
             state["batchers"][task] = batcher
@@ -211,7 +203,8 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def answer(task: str, body) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
-        items = [_item_to_pipeline(task, i.model_dump()) for i in body.inputs]
+        from_request = state["pipes"][task].from_request
+        items = [from_request(i.model_dump()) for i in body.inputs]
         params = body.parameters.model_dump()
         try:
             outputs = await asyncio.wait_for(state["batchers"][task].submit(items, params), cfg.timeout_s)
@@ -253,13 +246,6 @@ def create_app(cfg: ServeConfig, pipe=None):
                 "model_calls": {t: b.batches for t, b in state["batchers"].items()}}
 
     return app
-
-
-# One short input per task, run once at startup.
-WARMUP = {"text-classification": ["warm up"], "token-classification": ["warm up"],
-          "question-answering": [{"question": "what?", "context": "warm up"}],
-          "multiple-choice": [{"context": "warm up", "question": "what?", "options": ["a", "b"]}],
-          "fill-mask": ["warm [MASK]"], "embeddings": ["warm up"]}
 
 
 def _error(status: int, message: str, field: str | None):
