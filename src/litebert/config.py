@@ -333,7 +333,9 @@ def check_value(value: Any, kinds: tuple[type, ...], nullable: bool, shown: str,
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{shown} {value}: must be a finite number")
     if choices is not None and value not in choices:
-        raise ConfigError(f"{shown} {value!r}: expected one of {', '.join(map(str, choices))}")
+        words = [str(c) for c in choices]
+        listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+        raise ConfigError(f"{shown} {value}: must be {listed}")
     if rule is not None and not isinstance(value, (bool, str)) and not rule[0](value):
         raise ConfigError(f"{shown} {value}: {rule[1]}")
     return value
