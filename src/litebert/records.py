@@ -45,12 +45,17 @@ def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:
     config_path = Path(path) / CONFIG_NAME
     data = read_json_object(config_path)
     if data.get("model_type") == "albert":
-        return AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
-    if data.get("format") == "litebert":
+        config, fmt = AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
+    elif data.get("format") == "litebert":
         fields = {k: v for k, v in data.items() if k not in ("format", "architecture")}
-        return AlbertConfig.from_dict(fields, source=str(config_path)), "litebert"
-    raise CheckpointError(f"{config_path}: neither a Hugging Face ALBERT config (model_type 'albert') nor a "
-                          "litebert one; for an official albert_config.json use `litebert convert`")
+        config, fmt = AlbertConfig.from_dict(fields, source=str(config_path)), "litebert"
+    else:
+        raise CheckpointError(f"{config_path}: neither a Hugging Face ALBERT config (model_type 'albert') nor a "
+                              "litebert one; for an official albert_config.json use `litebert convert`")
+    from litebert.memory import check_model_memory
+
+    check_model_memory(config, str(config_path))  # every loader passes here before it builds the model
+    return config, fmt
 
 
 def saved_architecture(path: str | Path) -> str:

@@ -29,7 +29,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
 
-from litebert.config import option
+from litebert.config import ABOVE_ZERO, NON_NEGATIVE, POSITIVE, check_options, closed, option
 from litebert.errors import ConfigError, LitebertError
 
 ENV_CONFIG = "LITEBERT_SERVE_CONFIG"  # how --workers N passes the settings to each worker process
@@ -40,35 +40,34 @@ class ServeConfig:
     model: str = option(help="model directory, fine-tuning run directory, or export-onnx directory (its task is "
                              "served)")
     host: str = option("127.0.0.1", "address to listen on (default: 127.0.0.1, this machine only)")
-    port: int = option(8080, "port to listen on")
-    workers: int = option(1, "server processes, each with its own copy of the model")
+    port: int = option(8080, "port to listen on", check=closed(1, 65535))
+    workers: int = option(1, "server processes, each with its own copy of the model", check=POSITIVE)
     backend: str = option("fp32", "fp32 | bf16 | onnx")
     onnx_file: str | None = option(None, "the .onnx file for --backend onnx (default: the one in the export "
                                          "directory)")
     batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
                                   "call each)")
-    max_batch_size: int = option(32, "most items per model call")
-    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more (default: 5)")
-    max_items: int = option(64, "most texts per request")
-    max_text_chars: int = option(20_000, "longest text field, in characters")
-    max_request_bytes: int = option(1_000_000, "largest request body")
+    max_batch_size: int = option(32, "most items per model call", check=POSITIVE)
+    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more (default: 5)",
+                               check=closed(0, 60_000))
+    max_items: int = option(64, "most texts per request", check=POSITIVE)
+    max_text_chars: int = option(20_000, "longest text field, in characters", check=POSITIVE)
+    max_request_bytes: int = option(1_000_000, "largest request body", check=POSITIVE)
     timeout_s: float = option(30.0, "per-request limit, queueing included; past it the answer is a 504 "
-                                      "(default: 30)")
-    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)")
-    graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)")
+                                      "(default: 30)", check=ABOVE_ZERO)
+    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)",
+                                 check=POSITIVE)
+    graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)",
+                               check=NON_NEGATIVE)
+
+    def __post_init__(self) -> None:
+        check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
 
     def check(self) -> "ServeConfig":
-        positive = ("port", "workers", "max_batch_size", "max_items", "max_text_chars", "max_request_bytes")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         from litebert.pipelines import BACKENDS
 
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
-        for name in ("max_wait_ms", "timeout_s", "graceful_s"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         return self
 
 
