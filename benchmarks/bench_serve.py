@@ -42,10 +42,11 @@ def hf_pipeline(model_dir: str, threads: int):
     import torch
     import transformers
 
-    from litebert.records import best_dir
+    from litebert.records import read_record
 
     torch.set_num_threads(threads)
-    return transformers.pipeline("text-classification", model=str(best_dir(model_dir)), device=-1)
+    weights_dir, _ = read_record(model_dir)  # a run directory's best/
+    return transformers.pipeline("text-classification", model=str(weights_dir), device=-1)
 
 
 def hf_results(pipe, texts: list[str]) -> list[dict]:
@@ -82,13 +83,22 @@ def serve_transformers_loop(args) -> None:
                 log_level="warning")
 
 
-def serve_litserve(args) -> None:
-    """LitServe as its docs show it: a LitAPI whose predict takes a batch (a list of decoded requests)."""
+try:  # the reference side's server (`pip install litebert[bench]`); the other sides run without it
     import litserve as ls
+except ImportError:
+    ls = None
 
+if ls is not None:
     class SentimentAPI(ls.LitAPI):
+        """LitServe as its docs show it: a LitAPI whose predict takes a batch (a list of decoded requests). At
+        module level: LitServe pickles it into its inference worker process."""
+
+        def __init__(self, model_dir: str, threads: int, **kwargs):
+            super().__init__(**kwargs)
+            self.model_dir, self.threads = model_dir, threads
+
         def setup(self, device):
-            self.pipe = hf_pipeline(args.model, args.threads)
+            self.pipe = hf_pipeline(self.model_dir, self.threads)
             self.pipe(["warm up"])
 
         def decode_request(self, request):
@@ -100,7 +110,11 @@ def serve_litserve(args) -> None:
         def encode_response(self, output):
             return {"outputs": [output]}
 
-    api = SentimentAPI(max_batch_size=MAX_BATCH, batch_timeout=MAX_WAIT_MS / 1000)
+
+def serve_litserve(args) -> None:
+    if ls is None:
+        raise SystemExit("the litserve side needs LitServe: pip install 'litebert[bench]'")
+    api = SentimentAPI(args.model, args.threads, max_batch_size=MAX_BATCH, batch_timeout=MAX_WAIT_MS / 1000)
     ls.LitServer(api, accelerator="cpu", workers_per_device=1).run(host="127.0.0.1", port=args.port,
                                                                     log_level="warning", generate_client_file=False)
 
@@ -154,7 +168,7 @@ def tree_cpu_seconds(root: int) -> float:
             except OSError:
                 continue
             stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)  # ppid, utime+stime
-    members, total, grew = {root}, 0.0, True
+    members, grew = {root}, True
     while grew:
         grew = False
         for pid, (ppid, _) in stats.items():
@@ -291,8 +305,9 @@ def report(turns: list[dict], names: list[str], levels: list[int], args) -> str:
     ours, ref = names[0], names[1] if len(names) > 1 else names[0]
     by = {(t["rep"], t["level"], t["side"]): t for t in turns}
     reps = sorted({t["rep"] for t in turns})
-    lines = [f"| clients | side | req/s | p50 ms | p99 ms | CPU ms/request | errors | {ours} vs {ref}: req/s | "
-             f"p50 | p99 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = (f"| clients | side | req/s | p50 ms | p99 ms | CPU ms/request | errors | {ours} vs {ref}: req/s | p50 "
+              "| p99 |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for level in levels:
         for name in names:
             rows = [by[(r, level, name)] for r in reps if (r, level, name) in by]
