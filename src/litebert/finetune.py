@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from litebert import heads
 from litebert import model as models
 from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, at_least, check_options,
                              closed, option)
@@ -128,9 +129,12 @@ class FinetuneConfig:
 
 
 class Kind:
-    """How one head family turns examples into features and model outputs into metrics/predictions."""
-    model_class: str
+    """How one head family (a litebert.heads row names its Kind) turns examples into features and model outputs
+    into metrics/predictions."""
     input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, cfg: FinetuneConfig):
+        self.cfg = cfg
 
     def num_labels(self, label_list) -> int:
         return len(label_list)
@@ -157,8 +161,6 @@ class Kind:
 
 
 class SentenceKind(Kind):
-    model_class = "AlbertForSequenceClassification"
-
     def num_labels(self, label_list) -> int:
         return 1 if label_list is None else len(label_list)
 
@@ -206,8 +208,6 @@ class SentenceKind(Kind):
 
 
 class TokenKind(Kind):
-    model_class = "AlbertForTokenClassification"
-
     def encode(self, examples, tokenizer, spec, cfg, label_list):
         return encode_token_examples(examples, tokenizer, cfg.max_seq_length, label_list)
 
@@ -231,11 +231,6 @@ class TokenKind(Kind):
 
 
 class SpanKind(Kind):
-    model_class = "AlbertForQuestionAnswering"
-
-    def __init__(self, cfg: FinetuneConfig):
-        self.cfg = cfg
-
     def num_labels(self, label_list) -> int:
         return 2
 
@@ -272,8 +267,6 @@ class SpanKind(Kind):
 
 
 class ChoiceKind(Kind):
-    model_class = "AlbertForMultipleChoice"
-
     def num_labels(self, label_list) -> int:
         return 1
 
@@ -291,9 +284,7 @@ class ChoiceKind(Kind):
 
 
 def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:
-    if spec.head in ("classification", "regression", "multilabel"):
-        return SentenceKind()
-    return {"token": TokenKind(), "span": SpanKind(cfg), "choice": ChoiceKind()}[spec.head]
+    return heads.family(spec.head).kind_class()(cfg)
 
 
 # --------------------------------------------------------------------------------------------- set-up
@@ -393,14 +384,14 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
         overrides = dict(num_labels=kind.num_labels(label_list), hidden_dropout_prob=cfg.albert_dropout,
                          attention_probs_dropout_prob=cfg.albert_dropout,
                          classifier_dropout_prob=cfg.classifier_dropout)
-        if spec.head in ("classification", "multilabel", "token") and label_list is not None:
+        family = heads.family(spec.head)
+        if family.has_labels and label_list is not None:
             overrides["label_names"] = list(label_list)
-        if spec.head in ("regression", "multilabel", "classification"):
-            overrides["problem_type"] = {"regression": "regression", "multilabel": "multi_label_classification",
-                                         "classification": "single_label_classification"}[spec.head]
+        if family.problem_type:
+            overrides["problem_type"] = family.problem_type
         if spec.head == "span":
             overrides["qa_answerability"] = bool(spec.version_2)
-    model = getattr(models, kind.model_class).from_pretrained(model_dir, **overrides)
+    model = models.MODEL_CLASSES[heads.family(spec.head).model_class].from_pretrained(model_dir, **overrides)
     if model.config.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{model_dir}: the model's vocab_size {model.config.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
@@ -566,7 +557,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         check_same_recipe(out_dir / "finetune.json", cfg)
     (out_dir / "finetune.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
 
-    label_list = label_list_for(spec, train) if spec.head in ("classification", "multilabel", "token") else None
+    label_list = label_list_for(spec, train) if heads.family(spec.head).has_labels else None
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
     model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
@@ -684,7 +675,7 @@ def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict):
     kind, device = kind_for(spec, cfg), pick_device(cfg.device)
     model_dir = resolve_model_dir(model_dir)
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
-    label_list = model.config.label_names if spec.head in ("classification", "multilabel", "token") else None
+    label_list = model.config.label_names if heads.family(spec.head).has_labels else None
     cfg = dataclasses.replace(cfg, max_seq_length=cfg.max_seq_length or spec.hparams.max_seq_length)
     check_positions(model, cfg.max_seq_length, model_dir)
     return cfg, spec, kind, device, model, tokenizer, label_list

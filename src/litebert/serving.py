@@ -50,8 +50,10 @@ class ServeConfig:
     batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
                                   "call each)")
     max_batch_size: int = option(32, "most items per model call", check=POSITIVE)
-    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more (default: 5)",
-                               check=closed(0, 60_000))
+    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more, when more are expected "
+                                     "(as many as came with the last batch; default: 5)", check=closed(0, 60_000))
+    wait_when_idle: bool = option(False, "a lone request, too, waits the full --max-wait-ms for company (default: "
+                                         "off: it goes at once)")
     max_items: int = option(64, "most texts per request", check=POSITIVE)
     max_text_chars: int = option(20_000, "longest text field, in characters", check=POSITIVE)
     max_request_bytes: int = option(1_000_000, "largest request body", check=POSITIVE)
@@ -129,9 +131,10 @@ def request_models(task: str, max_items: int, max_chars: int):
         pooling: Literal["mean", "cls"] = "mean"
         normalize: bool = False
 
-    item, params = {"text-classification": (PairItem, NoParams), "token-classification": (TextItem, TokenParams),
-                    "question-answering": (QAItem, QAParams), "multiple-choice": (ChoiceItem, NoParams),
-                    "fill-mask": (TextItem, MaskParams), "embeddings": (TextItem, EmbedParams)}[task]
+    from litebert.heads import for_pipeline
+
+    models = locals()
+    item, params = (models[name] for name in for_pipeline(task).pipeline_class().request)
 
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,
@@ -144,15 +147,6 @@ def build_pipeline(cfg: ServeConfig):
 
     return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
                     threads=cfg.threads)
-
-
-def _item_to_pipeline(task: str, item: dict):
-    """A validated request item -> the pipeline's input form."""
-    if task == "text-classification":
-        return item["text"] if item.get("text_pair") is None else (item["text"], item["text_pair"])
-    if task in ("token-classification", "fill-mask", "embeddings"):
-        return item["text"]
-    return item
 
 
 def create_app(cfg: ServeConfig, pipe=None):
@@ -184,8 +178,9 @@ def create_app(cfg: ServeConfig, pipe=None):
         except ConfigError:
             pass  # an ONNX task graph has no encoder output: /embed answers 404
         for task, p in state["pipes"].items():
-            await asyncio.to_thread(p, WARMUP[task])  # first call pays one-off costs, not a user's request
-            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching)
+            await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
+            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
+                              wait_when_idle=cfg.wait_when_idle)
             batcher.start()
             state["batchers"][task] = batcher
         state["ready"] = True
@@ -239,7 +234,8 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def answer(task: str, body) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
-        items = [_item_to_pipeline(task, i.model_dump()) for i in body.inputs]
+        from_request = state["pipes"][task].from_request
+        items = [from_request(i.model_dump()) for i in body.inputs]
         params = body.parameters.model_dump()
         try:
             outputs = await asyncio.wait_for(state["batchers"][task].submit(items, params), cfg.timeout_s)
@@ -284,13 +280,6 @@ def create_app(cfg: ServeConfig, pipe=None):
                 "dropped_disconnected": state["dropped"]}
 
     return app
-
-
-# One short input per task, run once at startup.
-WARMUP = {"text-classification": ["warm up"], "token-classification": ["warm up"],
-          "question-answering": [{"question": "what?", "context": "warm up"}],
-          "multiple-choice": [{"context": "warm up", "question": "what?", "options": ["a", "b"]}],
-          "fill-mask": ["warm [MASK]"], "embeddings": ["warm up"]}
 
 
 def _all_finite(value) -> bool:
