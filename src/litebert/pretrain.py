@@ -20,10 +20,8 @@ import json
 import math
 import os
 import re
-import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import warnings
@@ -56,6 +54,7 @@ from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
+from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
 
 
@@ -637,27 +636,6 @@ def save(run: Run) -> Path | None:
     return path
 
 
-def truncate_metrics(path: Path, step: int) -> None:
-    """At a (re)start, drop logged lines past the step the run continues from (0 for a fresh start), so the curve
-    has no duplicates. A line that does not parse (the torn tail a full disk or a crash mid-append leaves) is
-    dropped too, and counted on stderr."""
-    if not path.is_file():
-        return
-    keep, torn = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            torn += bool(line.strip())
-            continue
-        if isinstance(record, dict) and record.get("step", 0) <= step:
-            keep.append(line)
-    if torn:
-        print(f"litebert pretrain: {path}: dropped {torn} unreadable line(s) (a write cut short)", file=sys.stderr)
-
-    atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8"))
-
-
 def finite_or_none(x: Any) -> Any:
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
@@ -720,26 +698,6 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
             dist.destroy_process_group()
         if lock is not None:
             lock.release()
-
-
-class TermSignal:
-    """SIGTERM (what schedulers send before preemption) only raises a flag here; the loop finishes the step it
-    is in, saves a checkpoint and stops (exit code 143). Installed only from the main thread (Python's rule)."""
-
-    def __init__(self):
-        self.received, self.previous = False, None
-
-    def __enter__(self) -> "TermSignal":
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, self._on_term)
-        return self
-
-    def _on_term(self, signum, frame) -> None:
-        self.received = True
-
-    def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
 
 
 SINGLE_SENTENCE_MODES = {"random": "random_document", "split": "split", "skip": "skip"}  # CLI -> dataset names
