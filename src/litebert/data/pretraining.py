@@ -353,15 +353,16 @@ def mask_batch(ids: np.ndarray, unit_starts: np.ndarray, maskable: np.ndarray, o
     return Masked(out, positions, labels, example, slot, kinds)
 
 
-def parse_mask_replace(spec: str) -> tuple[float, float]:
-    """"80/10/10" ([MASK] / kept / random, in percent, summing to 100) -> the [MASK] and kept shares."""
+def parse_mask_replace(spec: str, name: str = "mask_replace=") -> tuple[float, float]:
+    """"80/10/10" ([MASK] / kept / random, in percent, summing to 100) -> the [MASK] and kept shares; `name`
+    prefixes the error (the CLI passes its flag)."""
     parts = str(spec).split("/")
     try:
         shares = [float(p) for p in parts]
     except ValueError:
         shares = []
     if len(shares) != 3 or min(shares) < 0 or abs(sum(shares) - 100) > 1e-6:
-        raise ConfigError(f"mask_replace={spec!r}: expected three percentages [MASK]/kept/random summing to 100, "
+        raise ConfigError(f"{name}{spec!r}: expected three percentages [MASK]/kept/random summing to 100, "
                           "e.g. 80/10/10 (ALBERT) or 100/0/0")
     return shares[0] / 100, shares[1] / 100
 
