@@ -59,5 +59,6 @@ def test_the_summary_leads_with_the_mask_figure_and_judges_it_against_the_no_mod
     too_little = verdict(0.06)  # below 1.5x the commonest-piece guess (8.25%)
     assert too_little.startswith("Verdict: too little training") and "0.42M tokens in 5 minutes" in too_little
     assert "--minutes 10" in too_little and "--threads 1" in too_little
+    assert "--threads 1" not in summary_lines({**scores, "eval_mlm_acc_mask": 0.06}, minutes=5, threads=1)[-1]
     assert verdict(0.09).startswith("Verdict: learning (0.42M tokens)")  # above 1.5x commonest, below the bigram
     assert verdict(0.13).startswith("Verdict: learned")

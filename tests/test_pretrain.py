@@ -293,13 +293,16 @@ def test_a_budget_on_resume_stops_a_step_scheduled_run_without_changing_its_sche
     from litebert.optim import warmup_poly_decay
 
     run = copy_run(finished_run, tmp_path)
-    assert cli_main(pretrain_args(tiny_data, run, steps=6, max_tokens=1500)) == 0  # 512 tokens a step
+    assert cli_main(pretrain_args(tiny_data, run, steps=6, max_tokens=2500)) == 0  # 512 tokens a step
     err = capsys.readouterr().err
     assert "keeps its schedule over --steps" in err and "schedule: warm-up 16.7%, then decay to 0 (power 1) over " \
-        "--steps 6" in err and "--max-tokens 1,500 reached" in err
+        "--steps 6" in err and "stopping at step 5 of 6: --max-tokens 2,500 reached" in err
     lrs = {r["step"]: r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r}
     peak = PretrainConfig(**config_args(tiny_data, run)).lr
-    assert lrs[3] == pytest.approx(warmup_poly_decay(2, warmup_steps=1, total_steps=6, peak_lr=peak), rel=1e-12)
+    # step 3 takes the lr the checkpoint saved; from step 4 on, the step schedule over the new --steps
+    for step in (4, 5):
+        assert lrs[step] == pytest.approx(warmup_poly_decay(step - 1, warmup_steps=1, total_steps=6, peak_lr=peak),
+                                          rel=1e-12)
 
     budgeted = tmp_path / "budgeted"
     assert cli_main(pretrain_args(tiny_data, budgeted, steps=50, max_tokens=1000)) == 0

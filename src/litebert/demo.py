@@ -142,7 +142,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     for objective in ("nsp", "sop"):  # the SOP pass last: its MLM figures are the ones reported
         result.update(evaluate_checkpoint(model, out / "store", objective, 64, batches=20, batch_size=32, seed=seed,
                                           cfg=protocol))
-    print("\n" + "\n".join(summary_lines(result, minutes if budget else None)))
+    print("\n" + "\n".join(summary_lines(result, minutes if budget else None, threads)))
     print(f"\nFill-mask with {ckpt}:")
     for text, masks in zip(FILL_MASK_EXAMPLES, fill_mask(ckpt, FILL_MASK_EXAMPLES, top_k=5)):
         print(f"  {text}\n    -> " + format_predictions(masks[0], ".2f"))
@@ -165,7 +165,7 @@ def busy() -> bool:
 LEARNED_FACTOR = 1.5
 
 
-def summary_lines(r: dict, minutes: float | None) -> list[str]:
+def summary_lines(r: dict, minutes: float | None, threads: int | None = None) -> list[str]:
     """The demo's held-out result in plain words: the fill-in figure at [MASK] positions beside what guessing
     without a model scores there, then the official headline, then a verdict (and what to do when the machine
     gave too little)."""
@@ -189,9 +189,9 @@ def summary_lines(r: dict, minutes: float | None) -> list[str]:
         lines.append(f"Verdict: too little training. The machine gave {tokens / 1e6:.2f}M tokens in {budget} "
                      f"(load average {load:.1f} on {os.cpu_count()} cores), and at [MASK] the model is below "
                      f"{LEARNED_FACTOR:g}x the commonest-piece guess: it has not yet learned much beyond word "
-                     f"frequencies. Give it more tokens: more time (--minutes "
-                     f"{max(10, 2 * (minutes or 5)):g}) or, on a busy machine, --threads 1 (threads that wait for "
-                     f"each other are slower than one).")
+                     f"frequencies. Give it more tokens: more time (--minutes {max(10, 2 * (minutes or 5)):g})"
+                     + (", or --threads 1 on a busy machine (threads that wait for each other are slower than one)"
+                        if threads != 1 else ", or a quieter machine (it trained with 1 thread)") + ".")
     elif acc < bigram:
         lines.append(f"Verdict: learning ({tokens / 1e6:.2f}M tokens): well above the commonest-piece guess, not yet "
                      f"above the bigram table; more --minutes keep improving it.")
