@@ -214,7 +214,7 @@ def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record
         notes.append(f"{model_dir} has no tokenizer: the export has none either (text cannot go in)")
     else:
         tokenizer.save_pretrained(out_dir)
-        files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer_config",
+        files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer",
                                                                              "special_tokens")))
     pipeline_task = {v: k for k, v in EXPORT_TASKS.items()}.get(task)
     if pipeline_task is not None:  # the pretraining graph (two heads) has no pipeline of its own
