@@ -15,9 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_tokenizer import official_truncate_seq_pair
 
 from litebert.errors import ConfigError
-from litebert.tokenizer import AlbertTokenizer, BatchEncoding, WordPieceTokenizer, load_tokenizer
+from litebert.tokenizer import (
+    AlbertTokenizer,
+    BatchEncoding,
+    WordPieceTokenizer,
+    load_tokenizer,
+)
 
 transformers = pytest.importorskip("transformers")
 
@@ -36,23 +42,30 @@ def albert(shared_data) -> AlbertTokenizer:
 
 
 @pytest.fixture(scope="module")
-def albert_dir(albert, tmp_path_factory) -> Path:
-    return albert.save_pretrained(tmp_path_factory.mktemp("albert_hf"))
-
-
-@pytest.fixture(scope="module")
-def hf_albert(albert_dir):
-    return transformers.AutoTokenizer.from_pretrained(albert_dir)
-
-
-@pytest.fixture(scope="module")
 def wordpiece(shared_data) -> WordPieceTokenizer:
     return WordPieceTokenizer(shared_data / "chinese" / "albert_zh_vocab.txt")
 
 
 @pytest.fixture(scope="module")
-def wordpiece_dir(wordpiece, tmp_path_factory) -> Path:
-    return wordpiece.save_pretrained(tmp_path_factory.mktemp("wordpiece_hf"))
+def saved(albert, wordpiece, tmp_path_factory) -> dict[str, Path]:
+    """Each tokenizer saved by litebert, as a directory transformers is then given."""
+    return {name: tok.save_pretrained(tmp_path_factory.mktemp(name)) for name, tok in
+            (("albert", albert), ("wordpiece", wordpiece))}
+
+
+@pytest.fixture(scope="module")
+def albert_dir(saved) -> Path:
+    return saved["albert"]
+
+
+@pytest.fixture(scope="module")
+def wordpiece_dir(saved) -> Path:
+    return saved["wordpiece"]
+
+
+@pytest.fixture(scope="module")
+def hf_albert(albert_dir):
+    return transformers.AutoTokenizer.from_pretrained(albert_dir)
 
 
 @pytest.fixture(scope="module")
@@ -185,9 +198,10 @@ def _litebert_logits(model, tok, texts: list[str]) -> np.ndarray:
 def test_sst2_dev_predictions_agree_with_the_transformers_pipeline(albert, sst2, tmp_path):
     """A random-weight classifier saved by litebert, scored by litebert (its tokenizer call and model) and by
     `transformers.pipeline("text-classification", model=DIR)`: the same label on all 872 SST-2 dev texts."""
+    from tiny_models import TINY
+
     import litebert
     from litebert.config import AlbertConfig
-    from tiny_models import TINY
 
     torch.manual_seed(0)
     # Wide random weights, so the pooled output (and the label) depends on the tokens; the classifier's bias is
@@ -228,13 +242,9 @@ TENSORS = [None, "np", "pt"]
 
 
 def _lengths_official(na: int, nb: int, budget: int) -> tuple[int, int]:
-    """The official _truncate_seq_pair: one token at a time off the longer segment, the second on ties."""
-    while na + nb > budget:
-        if na > nb:
-            na -= 1
-        else:
-            nb -= 1
-    return na, nb
+    a, b = list(range(na)), list(range(nb))
+    official_truncate_seq_pair(a, b, budget)
+    return len(a), len(b)
 
 
 def _lengths_transformers_fast(na: int, nb: int, budget: int) -> tuple[int, int]:
@@ -273,7 +283,7 @@ def test_the_call_returns_what_autotokenizer_returns(kind, albert, hf_albert, wo
     compared = differ = both_refused = 0
     for (name, args), padding, truncation, max_length, tensors in itertools.product(
             inputs.items(), PADDINGS, TRUNCATIONS, MAX_LENGTHS, TENSORS):
-        kwargs = dict(padding=padding, truncation=truncation, max_length=max_length, return_tensors=tensors)
+        kwargs = {"padding": padding, "truncation": truncation, "max_length": max_length, "return_tensors": tensors}
         # transformers refuses with ValueError, or tokenizers' own plain Exception ("Truncation error: ...")
         ours, theirs = _call(tok, args, kwargs, ConfigError), _call(hf, args, kwargs, Exception)
         if isinstance(ours, type) or isinstance(theirs, type):

@@ -31,8 +31,16 @@ import numpy as np
 from litebert.errors import ConfigError, TokenizerError, where
 from litebert.files import atomic_write, read_json
 from litebert.hub_cache import resolve_model_path
-from litebert.tokenizer_json import (SPIECE_UNDERLINE, TOKENIZER_JSON, is_comma_piece, read_spm_proto,
-                                     read_tokenizer_json, regex_class, replace_step, unigram_tokenizer_json)
+from litebert.tokenizer_json import (
+    SPIECE_UNDERLINE,
+    TOKENIZER_JSON,
+    is_comma_piece,
+    read_spm_proto,
+    read_tokenizer_json,
+    regex_class,
+    replace_step,
+    unigram_tokenizer_json,
+)
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
