@@ -19,6 +19,7 @@ from pathlib import Path
 import litebert
 from litebert.data.tasks import get_task, read_examples
 from litebert.export import export_onnx
+from litebert.lab.bench import host_line
 
 
 def main(argv=None) -> int:
@@ -54,6 +55,7 @@ def main(argv=None) -> int:
                 preds[name] = [o["label"] for o in out]
                 print(f"rep {rep} {name}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
     base = preds["pytorch fp32"]
+    print(f"host: {host_line()}")
     print(f"{args.task} {spec.eval_splits[0]}: {len(dev)} examples, {args.threads} thread(s), batch {args.batch_size}")
     print("| side | accuracy | agrees with PyTorch fp32 | graph size MB | s per dev pass (median) | speed vs PyTorch |")
     print("|---|---|---|---|---|---|")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -23,8 +24,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from litebert import heads
 from litebert import model as models
-from litebert.config import option
+from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, at_least, check_options,
+                             closed, option)
 from litebert.data.examples import Example, Examples
 from litebert.data.ner import align_predictions, encode_token_examples
 from litebert.data.race import encode_race, race_accuracy
@@ -32,13 +35,18 @@ from litebert.data.squad import convert_examples_to_features, postprocess_predic
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, pad_features, read_examples, split_path)
 from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, pick_device, resolve_precision
-from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
-from litebert.files import holding_run_dir, read_json
+from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
+                                 save_checkpoint, save_state)
+from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError, Terminated
+from litebert.faults import inject_fault
+from litebert.files import fsync_dir, holding_run_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
+from litebert.pretrained import model_files, read_model_state
 from litebert.rundir import resolve_model_dir
+from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
 
 
@@ -60,51 +68,51 @@ class FinetuneConfig:
     head: str = option("classification", "custom task: classification (labels from train), regression (a number) "
                                          "or multilabel", choices=("classification", "regression", "multilabel"))
     # hyperparameters: None = the task's defaults (paper Table 14 where it has them)
-    lr: float | None = option(None, "peak learning rate (default: the task's: paper Table 14, else 2e-5)")
+    lr: float | None = option(None, "peak learning rate (default: the task's: paper Table 14, else 2e-5)", check=LEARNING_RATE)
     batch_size: int | None = option(None, "examples per optimizer step (default: the task's: paper Table 14, else "
-                                          "32)")
+                                          "32)", check=POSITIVE)
     micro_batch_size: int | None = option(None, "examples per forward pass; accumulation makes up --batch-size "
-                                                "(default: --batch-size)")
+                                                "(default: --batch-size)", check=POSITIVE)
     steps: int | None = option(None, "optimizer steps (default: the paper's for a Table 14 task on its full "
-                                     "training set, else from --epochs)")
+                                     "training set, else from --epochs)", check=POSITIVE)
     epochs: float | None = option(None, "passes over the training set, when --steps is not given (default: 3 "
                                         "where the paper gives no steps, or on a subset such as "
-                                        "--max-train-examples)")
+                                        "--max-train-examples)", check=ABOVE_ZERO)
     warmup_ratio: float | None = option(None, "linear warmup as a share of the steps (default: the task's: paper "
-                                              "warmup / steps, else 0.1)")
+                                              "warmup / steps, else 0.1)", check=closed(0.0, 1.0))
     warmup_steps: int | None = option(None, "linear warmup steps, instead of --warmup-ratio (default: from "
-                                            "--warmup-ratio)")
+                                            "--warmup-ratio)", check=NON_NEGATIVE)
     max_seq_length: int | None = option(None, "tokens per example, longer ones truncated (default: the task's: "
-                                              "paper Table 14, else 128)")
+                                              "paper Table 14, else 128)", check=at_least(8))
     albert_dropout: float | None = option(None, "dropout inside the encoder (default: the task's: paper Table 14, "
-                                                "else 0)")
-    classifier_dropout: float | None = option(None, "dropout before the task head (default: the task's, 0.1)")
+                                                "else 0)", check=FRACTION)
+    classifier_dropout: float | None = option(None, "dropout before the task head (default: the task's, 0.1)", check=FRACTION)
     optimizer: str = option("adamw", "adamw, lamb or adamw_official (the BERT code's AdamW)",
                             choices=("adamw", "lamb", "adamw_official"))
-    weight_decay: float = option(0.01, "decoupled weight decay")
-    max_grad_norm: float = option(1.0, "gradient clipping norm")
+    weight_decay: float = option(0.01, "decoupled weight decay", check=NON_NEGATIVE)
+    max_grad_norm: float = option(1.0, "gradient clipping norm", check=ABOVE_ZERO)
     grad_accum: int | None = option(None, "old spelling: micro batch = batch_size, batch per step = batch_size x "
-                                          "grad_accum")
+                                          "grad_accum", check=POSITIVE)
     # span QA
-    doc_stride: int = option(128, "span tasks: stride between windows over a long context, in tokens")
-    max_query_length: int = option(64, "span tasks: question tokens kept")
-    n_best: int = option(20, "span tasks: candidate answers considered per question")
-    max_answer_length: int = option(30, "span tasks: longest answer, in tokens")
+    doc_stride: int = option(128, "span tasks: stride between windows over a long context, in tokens", check=POSITIVE)
+    max_query_length: int = option(64, "span tasks: question tokens kept", check=POSITIVE)
+    n_best: int = option(20, "span tasks: candidate answers considered per question", check=POSITIVE)
+    max_answer_length: int = option(30, "span tasks: longest answer, in tokens", check=POSITIVE)
     # run
     precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
                                                  "slower")
-    seed: int = option(0, "seed of the head's initialisation, dropout and the data order")
+    seed: int = option(0, "seed of the head's initialisation, dropout and the data order", check=NON_NEGATIVE)
     eval_every: int | None = option(None, "steps between dev evaluations (default: once per epoch, and at the "
-                                          "end)")
-    patience: int = option(0, "stop after this many evaluations without a better dev score (0: never stop early)")
+                                          "end)", check=NON_NEGATIVE)
+    patience: int = option(0, "stop after this many evaluations without a better dev score (0: never stop early)", check=NON_NEGATIVE)
     max_train_examples: int | None = option(None, "use only the first N training examples (default: all); the "
-                                                  "schedule then defaults to 3 epochs")
-    max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)")
-    eval_batch_size: int = option(64, "examples per forward pass when scoring")
-    log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records")
+                                                  "schedule then defaults to 3 epochs", check=POSITIVE)
+    max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)", check=POSITIVE)
+    eval_batch_size: int = option(64, "examples per forward pass when scoring", check=POSITIVE)
+    log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records", check=POSITIVE)
     device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
-    threads: int | None = option(None, "torch threads (default: torch's choice)")
+    threads: int | None = option(None, "torch threads (default: torch's choice)", check=POSITIVE)
     # The pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
     reinit_pooler: bool = option(False, "re-initialise the pooler ([CLS] -> dense -> tanh) with the model's own "
                                         "initialisation before fine-tuning (drawn from --seed)")
@@ -113,14 +121,20 @@ class FinetuneConfig:
     overwrite: bool = option(False, "replace the run already in --out (its metrics.jsonl, best/ and result.json); "
                                     "default: refuse")
 
+    def __post_init__(self) -> None:
+        check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
+
 
 # --------------------------------------------------------------------------------------------- task kinds
 
 
 class Kind:
-    """How one head family turns examples into features and model outputs into metrics/predictions."""
-    model_class: str
+    """How one head family (a litebert.heads row names its Kind) turns examples into features and model outputs
+    into metrics/predictions."""
     input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, cfg: FinetuneConfig):
+        self.cfg = cfg
 
     def num_labels(self, label_list) -> int:
         return len(label_list)
@@ -147,8 +161,6 @@ class Kind:
 
 
 class SentenceKind(Kind):
-    model_class = "AlbertForSequenceClassification"
-
     def num_labels(self, label_list) -> int:
         return 1 if label_list is None else len(label_list)
 
@@ -196,8 +208,6 @@ class SentenceKind(Kind):
 
 
 class TokenKind(Kind):
-    model_class = "AlbertForTokenClassification"
-
     def encode(self, examples, tokenizer, spec, cfg, label_list):
         return encode_token_examples(examples, tokenizer, cfg.max_seq_length, label_list)
 
@@ -221,11 +231,6 @@ class TokenKind(Kind):
 
 
 class SpanKind(Kind):
-    model_class = "AlbertForQuestionAnswering"
-
-    def __init__(self, cfg: FinetuneConfig):
-        self.cfg = cfg
-
     def num_labels(self, label_list) -> int:
         return 2
 
@@ -262,8 +267,6 @@ class SpanKind(Kind):
 
 
 class ChoiceKind(Kind):
-    model_class = "AlbertForMultipleChoice"
-
     def num_labels(self, label_list) -> int:
         return 1
 
@@ -281,9 +284,7 @@ class ChoiceKind(Kind):
 
 
 def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:
-    if spec.head in ("classification", "regression", "multilabel"):
-        return SentenceKind()
-    return {"token": TokenKind(), "span": SpanKind(cfg), "choice": ChoiceKind()}[spec.head]
+    return heads.family(spec.head).kind_class()(cfg)
 
 
 # --------------------------------------------------------------------------------------------- set-up
@@ -383,14 +384,14 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
         overrides = dict(num_labels=kind.num_labels(label_list), hidden_dropout_prob=cfg.albert_dropout,
                          attention_probs_dropout_prob=cfg.albert_dropout,
                          classifier_dropout_prob=cfg.classifier_dropout)
-        if spec.head in ("classification", "multilabel", "token") and label_list is not None:
+        family = heads.family(spec.head)
+        if family.has_labels and label_list is not None:
             overrides["label_names"] = list(label_list)
-        if spec.head in ("regression", "multilabel", "classification"):
-            overrides["problem_type"] = {"regression": "regression", "multilabel": "multi_label_classification",
-                                         "classification": "single_label_classification"}[spec.head]
+        if family.problem_type:
+            overrides["problem_type"] = family.problem_type
         if spec.head == "span":
             overrides["qa_answerability"] = bool(spec.version_2)
-    model = getattr(models, kind.model_class).from_pretrained(model_dir, **overrides)
+    model = models.MODEL_CLASSES[heads.family(spec.head).model_class].from_pretrained(model_dir, **overrides)
     if model.config.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{model_dir}: the model's vocab_size {model.config.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
@@ -447,12 +448,19 @@ def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float
 RUN_OUTPUTS = ("metrics.jsonl", "best", "result.json")
 
 
-def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> None:
-    """Refuse an --out that already holds a fine-tuning run, or with --overwrite remove that run's outputs (never
-    the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way)."""
+def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> Path | None:
+    """Refuse an --out that already holds a finished fine-tuning run, or with --overwrite remove that run's outputs
+    (never the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way).
+    An unfinished run (a checkpoint, no result.json: stopped by SIGTERM or a crash) is resumed instead: its
+    newest complete checkpoint is returned."""
     found = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
+    found += [p.name for p in checkpoint_dirs(out_dir)] if out_dir.is_dir() else []
     if not found:
-        return
+        return None
+    if not overwrite and not (out_dir / "result.json").exists():
+        latest = find_latest_checkpoint(out_dir)
+        if latest is not None:
+            return latest
     if not overwrite:
         raise ConfigError(f"--out {out_dir} already holds a fine-tuning run ({', '.join(found)}); pass --overwrite "
                           f"to replace it, or choose another --out")
@@ -464,11 +472,73 @@ def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> None:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+# What a resume restores must equal what the run would have used: a change to any of these would splice two
+# recipes into one run (the data order, the schedule, the model). Output-only settings may change.
+MAY_CHANGE_ON_RESUME = ("out", "device", "threads", "eval_batch_size", "log_every", "overwrite", "precision")
+
+
+def check_same_recipe(record: Path, cfg: FinetuneConfig) -> None:
+    """Refuse to resume a run recorded in `record` (finetune.json) with other settings, naming them."""
+    saved = read_json(record, CheckpointError, expect=dict, hint="use a new --out or --overwrite")
+    now = dataclasses.asdict(cfg)
+    changed = [f"--{k.replace('_', '-')} {saved[k]} (now {now[k]})" for k in now
+               if k in saved and k not in MAY_CHANGE_ON_RESUME and saved[k] != now[k]]
+    if changed:
+        raise ConfigError(f"{record}: the unfinished run in {record.parent} was made with " + ", ".join(changed)
+                          + "; resume it with its settings, start over with --overwrite, or use another --out")
+
+
+def save_loop_state(out_dir: Path, step: int, model, optimizer, scheduler, loop: dict) -> None:
+    """checkpoint-STEP/ (atomic, the one before it removed): the weights and everything the loop needs to go on
+    exactly as if it had not stopped (optimizer, schedule, RNG, epoch and the rest of its batch order, best score)."""
+    state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+             "rng": torch.get_rng_state(), "best": loop["best"], "stale": loop["stale"], "epoch": loop["epoch"],
+             "queue": [[int(i) for i in batch] for batch in loop["queue"]]}
+    writers = {**model_files(model, "litebert"), "trainer_state.pt": lambda path: save_state(path, state)}
+    save_checkpoint(out_dir, step, writers, keep=1)
+
+
+def read_loop_state(ckpt: Path, model, optimizer, scheduler) -> dict:
+    """Put checkpoint `ckpt`'s weights, optimizer, schedule and RNG into place; return the loop's own state."""
+    blobs = read_verified(ckpt, ("trainer_state.pt", "model.safetensors"))
+    state = load_state(ckpt / "trainer_state.pt", blobs.pop("trainer_state.pt"))
+    _, _, weights, _ = read_model_state(ckpt, blobs.pop("model.safetensors"))
+    check_state_dict(model.state_dict(), weights, ckpt / "model.safetensors")
+    model.load_state_dict(weights, strict=True)
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"{ckpt / 'trainer_state.pt'}: does not fit this run ({e}); start over with "
+                              "--overwrite or use another --out") from None
+    return state
+
+
+def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict) -> None:
+    """best/ as a whole: weights, tokenizer and eval_metrics.json are written into a temporary sibling and swapped
+    in, so a failed save (a full disk) leaves the previous best/ complete, never weights and metrics of different
+    steps or a best/ without its tokenizer."""
+    tmp = out_dir / f".best.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp, tokenizer=tokenizer)
+        _write_json(tmp / "eval_metrics.json", eval_metrics)
+        fsync_dir(tmp)
+        aside = move_into_place(tmp, out_dir / "best")
+        fsync_dir(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
 @holding_run_dir(lambda cfg: cfg.out)
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
-    clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
+    resume = clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
     check_dev_source(spec, cfg)
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
@@ -483,9 +553,11 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     precision = resolve_precision(cfg.precision, device)
     out_dir = Path(cfg.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if resume is not None:
+        check_same_recipe(out_dir / "finetune.json", cfg)
     (out_dir / "finetune.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
 
-    label_list = label_list_for(spec, train) if spec.head in ("classification", "multilabel", "token") else None
+    label_list = label_list_for(spec, train) if heads.family(spec.head).has_labels else None
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
     model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
@@ -508,54 +580,67 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     scheduler = make_scheduler(optimizer, warmup_for(cfg, steps), steps)
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
     lengths = [feature_length(f) for f in train_feats]
-    log = (out_dir / "metrics.jsonl").open("w")
     best: dict[str, Any] = {"score": -math.inf}
     stale, epoch, queue, step = 0, 0, [], 0
+    if resume is not None:
+        state = read_loop_state(resume, model, optimizer, scheduler)
+        best, stale, epoch, queue, step = (state["best"], state["stale"], state["epoch"], state["queue"],
+                                           state["step"])
+        truncate_metrics(out_dir / "metrics.jsonl", step)
+        say(f"resumed from {resume} at step {step}")
+    log = (out_dir / "metrics.jsonl").open("a" if resume is not None else "w")
     bar = _progress(steps, cfg.log_every)
     t0 = time.perf_counter()
-    while step < steps:
-        model.train()
-        for _ in range(accum):
-            if not queue:
-                queue, epoch = length_grouped_batches(lengths, cfg.micro_batch_size, cfg.seed, epoch), epoch + 1
-            batch = pad_features([train_feats[i] for i in queue.pop()], tokenizer.pad_id)
-            inputs = {k: batch[k].to(device) for k in kind.input_keys}
-            targets = {k: v.to(device) for k, v in kind.targets(batch).items()}
-            with autocast(precision, device):
-                loss = model(**inputs, **targets).loss / accum
-            loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        if not math.isfinite(loss.item()) or not math.isfinite(grad_norm.item()):
-            raise LitebertError(f"step {step}: non-finite loss {loss.item()} or gradient; lower --lr")
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
-        step += 1
-        if step % cfg.log_every == 0 or step == steps:
-            _write(log, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
-                         "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
-        bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
-        if step % eval_every == 0 or step == steps:
-            outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
-            metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
-            score = metrics[spec.main_metric]
-            collapsed = kind.collapse(outputs, spec, label_list)
-            _write(log, {"step": step, "split": dev_split, **metrics, **collapsed})
-            say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
-                                                       if isinstance(v, float))
-                + f" elapsed={format_seconds(time.perf_counter() - t0)}")
-            if collapsed:
-                say(collapse_warning(collapsed, dev_split, step))
-            if score > best["score"]:
-                best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
-                model.save_pretrained(out_dir / "best", tokenizer=tokenizer)
-                _write_json(out_dir / "best" / "eval_metrics.json",
-                            {"step": step, "split": dev_split, **metrics, **collapsed})
-            else:
-                stale += 1
-                if cfg.patience and stale >= cfg.patience:
-                    say(f"early stop at step {step}: no gain in {stale} evaluations")
-                    break
+    with TermSignal() as term:  # SIGTERM: finish the step, save a checkpoint, stop
+        while step < steps:
+            model.train()
+            for _ in range(accum):
+                if not queue:
+                    queue, epoch = length_grouped_batches(lengths, cfg.micro_batch_size, cfg.seed, epoch), epoch + 1
+                batch = pad_features([train_feats[i] for i in queue.pop()], tokenizer.pad_id)
+                inputs = {k: batch[k].to(device) for k in kind.input_keys}
+                targets = {k: v.to(device) for k, v in kind.targets(batch).items()}
+                with autocast(precision, device):
+                    loss = model(**inputs, **targets).loss / accum
+                loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            if not math.isfinite(loss.item()) or not math.isfinite(grad_norm.item()):
+                raise LitebertError(f"step {step}: non-finite loss {loss.item()} or gradient; lower --lr")
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            step += 1
+            if step % cfg.log_every == 0 or step == steps:
+                _write(log, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
+                             "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
+            bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
+            if step % eval_every == 0 or step == steps:
+                outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
+                metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
+                score = metrics[spec.main_metric]
+                collapsed = kind.collapse(outputs, spec, label_list)
+                _write(log, {"step": step, "split": dev_split, **metrics, **collapsed})
+                say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
+                                                           if isinstance(v, float))
+                    + f" elapsed={format_seconds(time.perf_counter() - t0)}")
+                if collapsed:
+                    say(collapse_warning(collapsed, dev_split, step))
+                if score > best["score"]:
+                    best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
+                    save_best(model, tokenizer, out_dir, {"step": step, "split": dev_split, **metrics, **collapsed})
+                else:
+                    stale += 1
+                    if cfg.patience and stale >= cfg.patience:
+                        say(f"early stop at step {step}: no gain in {stale} evaluations")
+                        break
+            inject_fault("stop", step, 0)  # (tests: a real SIGTERM arrives while the process is stopped here)
+            if term.received or step % eval_every == 0 or step == steps:  # the last checkpoint resumes the run
+                save_loop_state(out_dir, step, model, optimizer, scheduler,
+                                {"best": best, "stale": stale, "epoch": epoch, "queue": queue})
+            if term.received:
+                log.close()
+                raise Terminated(f"SIGTERM: stopped after step {step} and saved checkpoint-{step} in {out_dir}; "
+                                 "run the same command again to resume")
     log.close()
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
@@ -590,7 +675,7 @@ def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict):
     kind, device = kind_for(spec, cfg), pick_device(cfg.device)
     model_dir = resolve_model_dir(model_dir)
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
-    label_list = model.config.label_names if spec.head in ("classification", "multilabel", "token") else None
+    label_list = model.config.label_names if heads.family(spec.head).has_labels else None
     cfg = dataclasses.replace(cfg, max_seq_length=cfg.max_seq_length or spec.hparams.max_seq_length)
     check_positions(model, cfg.max_seq_length, model_dir)
     return cfg, spec, kind, device, model, tokenizer, label_list

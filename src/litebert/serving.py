@@ -23,13 +23,15 @@ or wrong-typed field, text too long, empty list, a field of another task), 413 f
 
 import asyncio
 import json
+import math
 import os
+import sys
 import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
 
-from litebert.config import option
+from litebert.config import ABOVE_ZERO, NON_NEGATIVE, POSITIVE, check_options, closed, option
 from litebert.errors import ConfigError, LitebertError
 
 ENV_CONFIG = "LITEBERT_SERVE_CONFIG"  # how --workers N passes the settings to each worker process
@@ -40,35 +42,42 @@ class ServeConfig:
     model: str = option(help="model directory, fine-tuning run directory, or export-onnx directory (its task is "
                              "served)")
     host: str = option("127.0.0.1", "address to listen on (default: 127.0.0.1, this machine only)")
-    port: int = option(8080, "port to listen on")
-    workers: int = option(1, "server processes, each with its own copy of the model")
+    port: int = option(8080, "port to listen on", check=closed(1, 65535))
+    workers: int = option(1, "server processes, each with its own copy of the model", check=POSITIVE)
     backend: str = option("fp32", "fp32 | bf16 | onnx")
     onnx_file: str | None = option(None, "the .onnx file for --backend onnx (default: the one in the export "
                                          "directory)")
     batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
                                   "call each)")
-    max_batch_size: int = option(32, "most items per model call")
-    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more (default: 5)")
-    max_items: int = option(64, "most texts per request")
-    max_text_chars: int = option(20_000, "longest text field, in characters")
-    max_request_bytes: int = option(1_000_000, "largest request body")
+    max_batch_size: int = option(32, "most items per model call", check=POSITIVE)
+    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more, when more are expected "
+                                     "(as many as came with the last batch; default: 5)", check=closed(0, 60_000))
+    wait_when_idle: bool = option(False, "a lone request, too, waits the full --max-wait-ms for company (default: "
+                                         "off: it goes at once)")
+    max_items: int = option(64, "most texts per request", check=POSITIVE)
+    max_text_chars: int = option(20_000, "longest text field, in characters", check=POSITIVE)
+    max_request_bytes: int = option(1_000_000, "largest request body", check=POSITIVE)
     timeout_s: float = option(30.0, "per-request limit, queueing included; past it the answer is a 504 "
-                                      "(default: 30)")
-    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)")
-    graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)")
+                                      "(default: 30)", check=ABOVE_ZERO)
+    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)",
+                                 check=POSITIVE)
+    graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)",
+                               check=NON_NEGATIVE)
+    max_connections: int = option(256, "open connections at once, per worker; past it a new one gets a 503 (slow "
+                                       "clients cannot hold the server)", check=POSITIVE)
+    body_timeout_s: float = option(10.0, "longest time a request body may take to arrive; past it the answer is a "
+                                         "408 (default: 10)", check=ABOVE_ZERO)
+    docs: bool = option(False, "serve the interactive API pages /docs and /redoc (they load their scripts from a CDN, "
+                               "so they need internet access in the browser; /openapi.json is always served)")
+
+    def __post_init__(self) -> None:
+        check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
 
     def check(self) -> "ServeConfig":
-        positive = ("port", "workers", "max_batch_size", "max_items", "max_text_chars", "max_request_bytes")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         from litebert.pipelines import BACKENDS
 
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
-        for name in ("max_wait_ms", "timeout_s", "graceful_s"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         return self
 
 
@@ -122,9 +131,10 @@ def request_models(task: str, max_items: int, max_chars: int):
         pooling: Literal["mean", "cls"] = "mean"
         normalize: bool = False
 
-    item, params = {"text-classification": (PairItem, NoParams), "token-classification": (TextItem, TokenParams),
-                    "question-answering": (QAItem, QAParams), "multiple-choice": (ChoiceItem, NoParams),
-                    "fill-mask": (TextItem, MaskParams), "embeddings": (TextItem, EmbedParams)}[task]
+    from litebert.heads import for_pipeline
+
+    models = locals()
+    item, params = (models[name] for name in for_pipeline(task).pipeline_class().request)
 
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,
@@ -139,27 +149,20 @@ def build_pipeline(cfg: ServeConfig):
                     threads=cfg.threads)
 
 
-def _item_to_pipeline(task: str, item: dict):
-    """A validated request item -> the pipeline's input form."""
-    if task == "text-classification":
-        return item["text"] if item.get("text_pair") is None else (item["text"], item["text_pair"])
-    if task in ("token-classification", "fill-mask", "embeddings"):
-        return item["text"]
-    return item
-
-
 def create_app(cfg: ServeConfig, pipe=None):
     """The FastAPI app. `pipe`: an already-built pipeline (else built from cfg at startup)."""
     _require_fastapi()
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.requests import ClientDisconnect
 
     from litebert.batching import Batcher
     from litebert.records import read_record
 
     _, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
-    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time()}
+    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0}
 
     def runner(pipe_):
         def run(items, params):
@@ -175,8 +178,9 @@ def create_app(cfg: ServeConfig, pipe=None):
         except ConfigError:
             pass  # an ONNX task graph has no encoder output: /embed answers 404
         for task, p in state["pipes"].items():
-            await asyncio.to_thread(p, WARMUP[task])  # first call pays one-off costs, not a user's request
-            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching)
+            await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
+            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
+                              wait_when_idle=cfg.wait_when_idle)
             batcher.start()
             state["batchers"][task] = batcher
         state["ready"] = True
@@ -185,7 +189,8 @@ def create_app(cfg: ServeConfig, pipe=None):
         for batcher in state["batchers"].values():
             await batcher.close()
 
-    app = FastAPI(title="litebert", version=_version(), lifespan=lifespan,
+    docs = {} if cfg.docs else {"docs_url": None, "redoc_url": None}  # their pages fetch scripts from a CDN
+    app = FastAPI(title="litebert", version=_version(), lifespan=lifespan, **docs,
                   description=f"{record.task} ({record.finetune_task or record.architecture}) from {cfg.model}")
     app.state.serve = state
 
@@ -198,12 +203,30 @@ def create_app(cfg: ServeConfig, pipe=None):
             if not length.isdigit() or int(length) > cfg.max_request_bytes:
                 return _error(413, f"request body of {length} bytes is over the limit of {cfg.max_request_bytes}",
                               "body")
+            try:  # a client dripping its body byte by byte must not hold a connection (and a slot) for ever
+                await asyncio.wait_for(request.body(), cfg.body_timeout_s)  # (kept for the handler)
+            except asyncio.TimeoutError:
+                return _error(408, f"the request body did not arrive within {cfg.body_timeout_s:g} s", "body")
+            except ClientDisconnect:  # nobody is left to answer
+                state["dropped"] += 1
+                return _error(499, "the client closed the connection", None)
+            if await request.is_disconnected():  # the whole body came, then the client left: no model time for it
+                state["dropped"] += 1
+                return _error(499, "the client closed the connection", None)
         return await call_next(request)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, a body FastAPI cannot parse
+        return _error(exc.status_code, str(exc.detail), "body" if exc.status_code in (400, 422) else None)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError):  # a body nested too deeply to parse
+        return _error(422, "invalid request: the JSON body is nested too deeply", "body")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        fields = [{"field": ".".join(str(p) for p in e["loc"][1:]) or "body", "message": e["msg"]}
-                  for e in exc.errors()]
+        fields = [{"field": "body" if e.get("type") == "json_invalid" else ".".join(str(p) for p in e["loc"][1:])
+                   or "body", "message": e["msg"]} for e in exc.errors()]  # (json_invalid's loc: the byte offset)
         return JSONResponse({"error": "invalid request: " + "; ".join(f"{f['field']}: {f['message']}"
                                                                       for f in fields), "fields": fields},
                             status_code=422)
@@ -211,7 +234,8 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def answer(task: str, body) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
-        items = [_item_to_pipeline(task, i.model_dump()) for i in body.inputs]
+        from_request = state["pipes"][task].from_request
+        items = [from_request(i.model_dump()) for i in body.inputs]
         params = body.parameters.model_dump()
         try:
             outputs = await asyncio.wait_for(state["batchers"][task].submit(items, params), cfg.timeout_s)
@@ -221,6 +245,8 @@ def create_app(cfg: ServeConfig, pipe=None):
             return _error(422, str(exc), "inputs")
         except Exception as exc:  # the model failed: this request gets a 500, the server goes on
             return _error(500, f"model failure: {type(exc).__name__}: {exc}", None)
+        if not _all_finite(outputs):
+            return _error(500, "model failure: the model produced a non-finite number (NaN or infinity)", None)
         return {"outputs": outputs}
 
     PredictRequest = request_models(record.task, cfg.max_items, cfg.max_text_chars)
@@ -250,16 +276,21 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def info():
         return {"task": record.task, "record": record.to_dict(), "backend": cfg.backend,
                 "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
-                "model_calls": {t: b.batches for t, b in state["batchers"].items()}}
+                "model_calls": {t: b.batches for t, b in state["batchers"].items()},
+                "dropped_disconnected": state["dropped"]}
 
     return app
 
 
-# One short input per task, run once at startup.
-WARMUP = {"text-classification": ["warm up"], "token-classification": ["warm up"],
-          "question-answering": [{"question": "what?", "context": "warm up"}],
-          "multiple-choice": [{"context": "warm up", "question": "what?", "options": ["a", "b"]}],
-          "fill-mask": ["warm [MASK]"], "embeddings": ["warm up"]}
+def _all_finite(value) -> bool:
+    """Whether every float in a JSON-able answer is finite (json would write NaN, which is not JSON)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_all_finite(v) for v in value)
+    return True
 
 
 def _error(status: int, message: str, field: str | None):
@@ -286,8 +317,15 @@ def serve(cfg: ServeConfig) -> None:
     _require_fastapi()
     import uvicorn
 
-    options = dict(host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=cfg.graceful_s)
+    if cfg.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"litebert serve: warning: listening on {cfg.host}: the API has no authentication, so anyone who can "
+              "reach this address can use the model; put it behind a proxy that checks who calls", file=sys.stderr)
+    options = dict(host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=cfg.graceful_s,
+                   limit_concurrency=cfg.max_connections)
     if cfg.workers > 1:
+        # Each worker loads the directory itself; a bad one would make every worker fail and uvicorn respawn them
+        # for ever. Load it once here first: the same clean error (exit 2) as with one worker.
+        create_app(cfg, pipe=build_pipeline(cfg))
         os.environ[ENV_CONFIG] = json.dumps(asdict(cfg))
         uvicorn.run("litebert.serving:app_from_env", factory=True, workers=cfg.workers, **options)
         return
