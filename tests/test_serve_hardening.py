@@ -143,7 +143,8 @@ def test_slow_bodies_are_cut_off_and_gone_clients_get_no_model_time(model_dir):
     url = f"http://127.0.0.1:{port}"
     log = open(f"{model_dir}.{port}.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "litebert", "serve", "--model", str(model_dir), "--port",
-                             str(port), "--threads", "1", "--body-timeout-s", "1", "--max-wait-ms", "500"],
+                             str(port), "--threads", "1", "--body-timeout-s", "1", "--max-wait-ms", "500",
+                             "--wait-when-idle"],  # a lone request sits 500 ms in the queue: time to leave
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 120

@@ -198,6 +198,7 @@ class Run:
     peak_flops: float = float("nan")
     tokens: float = 0.0  # training tokens so far, over all ranks and resumes (--max-tokens)
     resumed_from: Path | None = None
+    tokenizer: Any = None  # loaded from tokenizer_dir at the first save (run_tokenizer)
 
 
 def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[AlbertConfig, Path | None]:
@@ -631,10 +632,7 @@ def save(run: Run) -> Path | None:
                  "scaler": run.scaler.state_dict(), "data": run.stream.state_dict(), "rng": rng,
                  "world_size": d.world, "micro_batch_size": run.cfg.micro_batch_size,
                  "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped, "tokens": run.tokens}
-        writers = dict(model_files(run.raw_model))
-        for f in sorted(run.tokenizer_dir.iterdir()):
-            if f.is_file():
-                writers[f.name] = lambda p, f=f: p.write_bytes(f.read_bytes())
+        writers = {**model_files(run.raw_model), **run_tokenizer(run).files()}
         writers["trainer_state.pt"] = lambda p: save_state(p, state)
         writers = with_file_faults(writers, run.step)
         path = save_checkpoint(run.cfg.out, run.step, writers, keep=run.cfg.keep)
@@ -648,6 +646,14 @@ def last_checkpoint(run_dir: str | Path) -> str:
     if latest is None:
         return "no checkpoint was saved yet (a rerun starts over)"
     return f"the last checkpoint, {latest.name}, is intact"
+
+
+def run_tokenizer(run: Run):
+    """The run's tokenizer, loaded once: checkpoints and final/ write its files (tokenizer.json included, which a
+    store built before litebert wrote one lacks) rather than copying the tokenizer directory."""
+    if run.tokenizer is None:
+        run.tokenizer = load_tokenizer(run.tokenizer_dir)
+    return run.tokenizer
 
 
 def finite_or_none(x: Any) -> Any:
@@ -847,9 +853,8 @@ def save_final(run: Run) -> Path | None:
     final.mkdir(parents=True, exist_ok=True)
     for name, write in model_files(run.raw_model).items():
         atomic_write(final / name, write)
-    for f in sorted(run.tokenizer_dir.iterdir()):
-        if f.is_file():
-            atomic_write(final / f.name, lambda p, f=f: p.write_bytes(f.read_bytes()))
+    for name, write in run_tokenizer(run).files().items():
+        atomic_write(final / name, write)
     (final / "step.txt").write_text(f"{run.step}\n")
     print(f"final model (step {run.step}) -> {final}", file=sys.stderr)
     return final
