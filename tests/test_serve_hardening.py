@@ -125,6 +125,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _start_server(model, log_path, *flags):
+    """A real `litebert serve` on a free port, waited for until /ready answers 200: (process, url, log file)."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(log_path, "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "litebert", "serve", "--model", str(model), "--port", str(port),
+                             "--threads", "1", *flags], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 180
+    while True:
+        assert proc.poll() is None and time.time() < deadline, log.seek(0) or log.read()
+        try:
+            if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                return proc, url, log
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+
+
 def _read_reply(s: socket.socket) -> str:
     """One HTTP response (head and its Content-Length of body) from socket `s`."""
     data = b""
@@ -139,23 +157,10 @@ def _read_reply(s: socket.socket) -> str:
 
 
 def test_slow_bodies_are_cut_off_and_gone_clients_get_no_model_time(model_dir):
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(f"{model_dir}.{port}.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "litebert", "serve", "--model", str(model_dir), "--port",
-                             str(port), "--threads", "1", "--body-timeout-s", "1", "--max-wait-ms", "500",
-                             "--wait-when-idle"],  # a lone request sits 500 ms in the queue: time to leave
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc, url, log = _start_server(model_dir, f"{model_dir}.slow.log", "--body-timeout-s", "1", "--max-wait-ms",
+                                   "500")
+    port = int(url.rsplit(":", 1)[1])
     try:
-        deadline = time.time() + 120
-        while True:
-            assert proc.poll() is None and time.time() < deadline, log.seek(0) or log.read()
-            try:
-                if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
         body = json.dumps({"inputs": [{"text": "a fine film"}]}).encode()
         head = (f"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
@@ -250,22 +255,9 @@ def test_a_request_cut_off_by_the_graceful_shutdown_limit_gets_a_json_503(model_
     import signal
     import threading
 
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / "serve.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "litebert", "serve", "--model", str(model_dir), "--port", str(port),
-                             "--threads", "1", "--graceful-s", "2", "--wait-when-idle", "--max-wait-ms", "10000"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc, url, log = _start_server(model_dir, tmp_path / "serve.log", "--graceful-s", "2", "--wait-when-idle",
+                                   "--max-wait-ms", "10000")
     try:
-        deadline = time.time() + 180
-        while True:
-            assert proc.poll() is None and time.time() < deadline, log.seek(0) or log.read()
-            try:
-                if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
         answer = {}
 
         def request():
