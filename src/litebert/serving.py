@@ -52,8 +52,10 @@ class ServeConfig:
     batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
                                   "call each)")
     max_batch_size: int = option(32, "most items per model call", check=POSITIVE)
-    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more (default: 5)",
-                               check=closed(0, 60_000))
+    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more, when more are expected "
+                                     "(as many as came with the last batch; default: 5)", check=closed(0, 60_000))
+    wait_when_idle: bool = option(False, "a lone request, too, waits the full --max-wait-ms for company (default: "
+                                         "off: it goes at once)")
     max_items: int = option(64, "most texts per request", check=POSITIVE)
     max_text_chars: int = option(20_000, "longest text field, in characters", check=POSITIVE)
     max_request_bytes: int = option(1_000_000, "largest request body", check=POSITIVE)
@@ -172,7 +174,8 @@ def create_app(cfg: ServeConfig, pipe=None):
             pass  # an ONNX task graph has no encoder output: /embed answers 404
         for task, p in state["pipes"].items():
             await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
-            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching)
+            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
+                              wait_when_idle=cfg.wait_when_idle)
             batcher.start()
             state["batchers"][task] = batcher
         state["ready"] = True
