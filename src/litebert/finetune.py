@@ -737,29 +737,27 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
 COLLAPSE_ADVICE = "Try another --lr (often lower), more steps, or check the labels"
 
 
+# Per kind of `Kind.collapse` finding: what every prediction is, and what that does to the score.
+COLLAPSE_WORDS = {
+    "constant": "every {split} prediction{at} is the same number {constant_prediction:.4g}: the regression head has "
+                "collapsed to a constant, so the correlations (pearson, spearman) are undefined (NaN: a constant "
+                "has no spread) and mse is that of one guess",
+    "one tag": "every {split} word{at} is tagged {single_class_prediction!r}: the tagger predicts one tag only, so "
+               "entity f1 is 0 while accuracy is that tag's share of the words",
+    "no answer": "every {split} answer{at} is empty ({empty_answers} questions): the span head predicts no answer "
+                 "at all, so only unanswerable questions score",
+    "one option": "every {split} prediction{at} is option {single_option}: the model has collapsed to one option, "
+                  "and its accuracy is that option's share of the split",
+    "one label set": "every {split} prediction{at} is the label set {single_label_set}: the multi-label head has "
+                     "collapsed to one answer",
+    "one class": "every {split} prediction{at} is the class {single_class_prediction!r}: the model has collapsed to "
+                 "one class, and its score is that class's share of the split",
+}
+
+
 def collapse_warning(collapsed: dict, split: str, step: int | None = None) -> str:
-    """The words for a `Kind.collapse` finding: what every prediction is, and what that does to the score."""
     at = f" at step {step}" if step is not None else ""
-    what = collapsed.get("collapse", "one class")
-    if what == "constant":
-        said = (f"every {split} prediction{at} is the same number {collapsed['constant_prediction']:.4g}: the "
-                "regression head has collapsed to a constant, so the correlations (pearson, spearman) are undefined "
-                "(NaN: a constant has no spread) and mse is that of one guess")
-    elif what == "one tag":
-        said = (f"every {split} word{at} is tagged {collapsed['single_class_prediction']!r}: the tagger predicts one "
-                "tag only, so entity f1 is 0 while accuracy is that tag's share of the words")
-    elif what == "no answer":
-        said = (f"every {split} answer{at} is empty ({collapsed['empty_answers']} questions): the span head "
-                "predicts no answer at all, so only unanswerable questions score")
-    elif what == "one option":
-        said = (f"every {split} prediction{at} is option {collapsed['single_option']}: the model has collapsed to "
-                "one option, and its accuracy is that option's share of the split")
-    elif what == "one label set":
-        said = (f"every {split} prediction{at} is the label set {collapsed['single_label_set']}: the multi-label "
-                "head has collapsed to one answer")
-    else:
-        said = (f"every {split} prediction{at} is the class {collapsed['single_class_prediction']!r}: the model has "
-                "collapsed to one class, and its score is that class's share of the split")
+    said = COLLAPSE_WORDS[collapsed.get("collapse", "one class")].format(split=split, at=at, **collapsed)
     return f"WARNING: {said}. {COLLAPSE_ADVICE}"
 
 
