@@ -121,6 +121,16 @@ def test_sst2_dev_and_mrpc_dev_ids_agree_with_transformers(albert, hf_albert, ss
     assert _disagreements(ours, theirs, len(a)) == []  # 408 of 408 pairs, token types included
 
 
+def test_fill_mask_texts_agree_with_transformers(albert, hf_albert):
+    """transformers matches "[MASK]" in the raw text and normalizes each stretch around it on its own, as
+    litebert's fill-mask does (inference.encode_with_masks), dummy "▁" included."""
+    from litebert.inference import encode_with_masks
+
+    texts = ["the capital of france is [MASK].", "[MASK] is a city", "two [MASK][MASK] masks", "  [MASK]  ",
+             "Return the number of [MASK] in the list.", "x [MASK] . (y) -- 1,999, café"]
+    assert [hf_albert(t)["input_ids"] for t in texts] == [encode_with_masks(albert, t) for t in texts]
+
+
 def test_official_texts_agree_but_for_special_token_strings(albert, hf_albert, shared_data):
     """The 1,380 sentence-to-chapter-length official texts: transformers gives the official ids on all but the one
     that spells out special tokens ("[CLS] [SEP] [MASK] <pad> <unk> are just text here"): transformers reads a

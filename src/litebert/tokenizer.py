@@ -11,7 +11,9 @@ character, the span of original text it came from. The fast path (`encode_ids_ba
 normalises with plain string methods and hands the whole batch to SentencePiece's C++ batch encoder.
 
 Directory layout is Hugging Face's: `spiece.model` (or `vocab.txt`) + `tokenizer_config.json` +
-`special_tokens_map.json`, so stock `transformers.AutoTokenizer` loads what we save.
+`special_tokens_map.json`, plus, for SentencePiece, a `tokenizer.json` that makes stock `transformers.AutoTokenizer`
+give our ids (`files()` lists them all; tokenizer_json.py says how). Calling a tokenizer follows transformers'
+convention (`tok(texts, text_pair, padding=..., truncation=..., max_length=..., return_tensors=...)`).
 """
 
 from __future__ import annotations
