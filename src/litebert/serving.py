@@ -44,7 +44,11 @@ class ServeConfig:
     host: str = option("127.0.0.1", "address to listen on (default: 127.0.0.1, this machine only)")
     port: int = option(8080, "port to listen on", check=closed(1, 65535))
     workers: int = option(1, "server processes, each with its own copy of the model", check=POSITIVE)
-    backend: str = option("fp32", "fp32 | bf16 | onnx")
+    backend: str = option("auto", "auto | fp32 | bf16 | onnx (auto: bf16 where a start-up probe measures it faster "
+                                  "on this host, else fp32)")
+    truncation: str = option("longest_first", "longest_first (cut, and say how many tokens in each result) or "
+                                              "error (refuse a text over the model's max_seq_length)",
+                             choices=("longest_first", "error"))
     onnx_file: str | None = option(None, "the .onnx file for --backend onnx (default: the one in the export "
                                          "directory)")
     batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
@@ -146,7 +150,7 @@ def build_pipeline(cfg: ServeConfig):
     from litebert.pipelines import pipeline
 
     return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
-                    threads=cfg.threads)
+                    threads=cfg.threads, truncation=cfg.truncation)
 
 
 def create_app(cfg: ServeConfig, pipe=None):
@@ -162,7 +166,8 @@ def create_app(cfg: ServeConfig, pipe=None):
     from litebert.records import read_record
 
     weights_dir, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
-    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0}
+    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0,
+             "inputs": 0, "truncated_inputs": 0}
 
     def runner(pipe_):
         def run(items, params):
@@ -240,9 +245,14 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def answer(task: str, body) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
-        from_request = state["pipes"][task].from_request
-        items = [from_request(i.model_dump()) for i in body.inputs]
+        pipe_ = state["pipes"][task]
+        items = [pipe_.from_request(i.model_dump()) for i in body.inputs]
         params = body.parameters.model_dump()
+        try:
+            for i, item in enumerate(items):  # checked here, so one bad request never fails a batch of others
+                pipe_.check(item, i)
+        except LitebertError as exc:  # input the model cannot take (e.g. fill-mask without [MASK])
+            return _error(422, str(exc), "inputs")
         work = asyncio.ensure_future(state["batchers"][task].submit(items, params))
         cut = asyncio.ensure_future(state["cut_off"].wait())  # set just before the graceful-shutdown limit
         try:
@@ -263,7 +273,10 @@ def create_app(cfg: ServeConfig, pipe=None):
             return _error(500, f"model failure: {type(exc).__name__}: {exc}", None)
         if not _all_finite(outputs):
             return _error(500, "model failure: the model produced a non-finite number (NaN or infinity)", None)
-        return {"outputs": outputs}
+        truncated = sum(1 for o in outputs if isinstance(o, dict) and o.get("truncated_tokens", 0) > 0)
+        state["inputs"] += len(outputs)
+        state["truncated_inputs"] += truncated
+        return {"outputs": outputs, "precision": pipe_.precision, "truncated_inputs": truncated}
 
     PredictRequest = request_models(record.task, cfg.max_items, cfg.max_text_chars)
     EmbedRequest = request_models("embeddings", cfg.max_items, cfg.max_text_chars)
@@ -293,10 +306,13 @@ def create_app(cfg: ServeConfig, pipe=None):
 
     @app.get("/info")
     async def info():
+        main = state["pipes"].get(record.task)
         return {"task": record.task, "record": record.to_dict(), "backend": cfg.backend,
+                "precision": main.precision if main else None,
                 "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
                 "model_calls": {t: b.batches for t, b in state["batchers"].items()},
-                "dropped_disconnected": state["dropped"]}
+                "dropped_disconnected": state["dropped"], "inputs": state["inputs"],
+                "truncated_inputs": state["truncated_inputs"]}
 
     return app
 
