@@ -7,6 +7,8 @@ Sides (--sides; each a separate server process, started once, all up for the who
                       the same directory; LitServe's batching with the same max batch and window (its default is
                       no batching: max_batch_size 1); its own process layout (an HTTP process and an inference
                       worker process)
+    litebert-bf16     `litebert serve --backend bf16` (the weights in bf16: the fast path where the host's bf16 matmul
+                      beats fp32, as the probe in the host line says)
     litebert-nobatch  `litebert serve --no-batching` (one model call per request)
     transformers-loop transformers' pipeline behind litebert's own server loop and batcher
 Every model side runs torch with --threads threads. Load is bounded: at each concurrency level C, C clients send one
@@ -34,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-SIDES = ("litebert", "litserve", "litebert-nobatch", "transformers-loop")
+SIDES = ("litebert", "litserve", "litebert-bf16", "litebert-nobatch", "transformers-loop")
 MAX_BATCH, MAX_WAIT_MS = 32, 5.0  # litebert serve's defaults, given to LitServe too
 
 
@@ -129,7 +131,8 @@ def start(name: str, args) -> dict:
     port = free_port()
     if name.startswith("litebert"):
         cmd = [sys.executable, "-m", "litebert", "serve", "--model", args.model, "--port", str(port), "--threads",
-               str(args.threads), *(["--no-batching"] if name == "litebert-nobatch" else [])]
+               str(args.threads), *{"litebert-nobatch": ["--no-batching"], "litebert-bf16": ["--backend", "bf16"]}.get(
+                   name, [])]
         ready = "/ready"
     else:
         cmd = [sys.executable, __file__, "--serve", name, "--model", args.model, "--port", str(port), "--threads",
@@ -243,7 +246,7 @@ def main(argv=None) -> int:
     p.add_argument("--model", required=True, help="a fine-tuned text-classification run or model directory")
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "glue" / "SST-2" / "dev.tsv"))
     p.add_argument("--sides", default="litebert,litserve", help=f"comma-separated, from {', '.join(SIDES)}; the "
-                   "first is 'ours', the second the reference of the ratios")
+                   "ratios are each side's over litserve's (without litserve: over the second side's)")
     p.add_argument("--levels", default="1,8,32", help="client concurrency levels")
     p.add_argument("--requests", type=int, default=400, help="most requests per (side, level, repeat)")
     p.add_argument("--seconds", type=float, default=60, help="longest (side, level, repeat) turn")
@@ -302,11 +305,11 @@ def main(argv=None) -> int:
 
 
 def report(turns: list[dict], names: list[str], levels: list[int], args) -> str:
-    ours, ref = names[0], names[1] if len(names) > 1 else names[0]
+    ref = "litserve" if "litserve" in names else names[min(1, len(names) - 1)]
     by = {(t["rep"], t["level"], t["side"]): t for t in turns}
     reps = sorted({t["rep"] for t in turns})
-    header = (f"| clients | side | req/s | p50 ms | p99 ms | CPU ms/request | errors | {ours} vs {ref}: req/s | p50 "
-              "| p99 |")
+    header = (f"| clients | side | req/s | p50 ms | p99 ms | CPU ms/request | errors | vs {ref} (median [min-max] of "
+              "turns): req/s | p50 | p99 |")
     lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for level in levels:
         for name in names:
@@ -315,12 +318,10 @@ def report(turns: list[dict], names: list[str], levels: list[int], args) -> str:
                 continue
             med = {m: statistics.median(t[m] for t in rows) for m in ("rps", "p50", "p99", "cpu_ms_per_request")}
             ratios = ["", "", ""]
-            if name == ours and ref != ours:
-                pairs = [(by[(r, level, ours)], by[(r, level, ref)]) for r in reps
-                         if (r, level, ours) in by and (r, level, ref) in by]
-                ratios = [median_range([a["rps"] / b["rps"] for a, b in pairs]),
-                          median_range([a["p50"] / b["p50"] for a, b in pairs]),
-                          median_range([a["p99"] / b["p99"] for a, b in pairs])]
+            if name != ref:
+                pairs = [(by[(r, level, name)], by[(r, level, ref)]) for r in reps
+                         if (r, level, name) in by and (r, level, ref) in by]
+                ratios = [median_range([a[m] / b[m] for a, b in pairs]) for m in ("rps", "p50", "p99")]
             lines.append(f"| {level} | {name} | {med['rps']:.1f} | {med['p50']:.1f} | {med['p99']:.1f} | "
                          f"{med['cpu_ms_per_request']:.1f} | {sum(t['errors'] for t in rows)} | " + " | ".join(ratios)
                          + " |")

@@ -260,7 +260,7 @@ def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record
                      "this folder")
         return files
     tokenizer.save_pretrained(out_dir)
-    files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer_config",
+    files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer",
                                                                          "special_tokens")))
     family = TASKS[task]
     if family.pipeline is not None:  # the pretraining graph (two heads) has no pipeline of its own
