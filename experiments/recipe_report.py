@@ -144,12 +144,7 @@ def mask_plot(records: list[dict], out: Path, title: str) -> None:
     mask_ax.set(xlabel="training tokens (M)", ylabel="held-out accuracy at [MASK] positions", title=title)
     head_ax.set(xlabel="training tokens (M)", ylabel="held-out MLM accuracy, every target (official)",
                 title="the headline figure")
-    mask_ax.legend(fontsize=7)
-    head_ax.legend(fontsize=7)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    save_figure(fig, (mask_ax, head_ax), out)
 
 
 def plot(records: list[dict], out: Path, title: str) -> None:
@@ -174,8 +169,14 @@ def plot(records: list[dict], out: Path, title: str) -> None:
     health_ax.axhline(COLLAPSE_SPREAD, color="red", linestyle="--", linewidth=1, label="collapsed below")
     acc_ax.set(xlabel="training tokens (M)", ylabel="held-out MLM accuracy", title=title)
     health_ax.set(xlabel="training tokens (M)", ylabel="health_spread", title="representation health")
-    acc_ax.legend(fontsize=7)
-    health_ax.legend(fontsize=7)
+    save_figure(fig, (acc_ax, health_ax), out)
+
+
+def save_figure(fig, axes, out: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    for ax in axes:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
