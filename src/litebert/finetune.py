@@ -41,6 +41,7 @@ from litebert.errors import CheckpointError, ConfigError, DataFormatError, Liteb
 from litebert.faults import inject_fault
 from litebert.files import fsync_dir, holding_run_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
+from litebert.kinds import Kind
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
@@ -127,40 +128,6 @@ class FinetuneConfig:
 
 
 # --------------------------------------------------------------------------------------------- task kinds
-
-
-class Kind:
-    """How one head family (a litebert.heads row names its Kind) turns examples into features and model outputs
-    into metrics/predictions."""
-    input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
-    label_names: list[str] | None = None  # the model's names for its labels (config.json), when scoring a model
-
-    def __init__(self, cfg: FinetuneConfig):
-        self.cfg = cfg
-
-    def num_labels(self, label_list) -> int:
-        return len(label_list)
-
-    def encode(self, examples, tokenizer, spec: TaskSpec, cfg: FinetuneConfig, label_list) -> list[dict]:
-        raise NotImplementedError
-
-    def targets(self, batch: dict) -> dict:
-        return {}
-
-    def collect(self, out, batch: dict) -> list:
-        """Per-feature outputs (numpy), in feature order."""
-        return list(out.logits.float().cpu().numpy())
-
-    def score(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict[str, float]:
-        raise NotImplementedError
-
-    def predictions(self, examples, features, outputs, spec: TaskSpec, label_list) -> list[dict]:
-        raise NotImplementedError
-
-    def collapse(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict:
-        """{"collapse": what, ...its detail} when every prediction is the same degenerate answer (one class, a
-        constant, one tag, no answer, one option); {} otherwise. `collapse_warning` words it."""
-        return {}
 
 
 class SentenceKind(Kind):
