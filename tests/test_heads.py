@@ -50,3 +50,17 @@ def test_a_saved_directory_is_read_as_its_family(tmp_path, shared_data, cls, con
     _, record = read_record(path)
     assert (record.head, record.task, record.architecture) == (head, task, cls)
     assert record.max_seq_length == min(heads.BY_NAME[head].default_max_length, 64)  # tiny models: 64 positions
+
+
+def test_a_family_in_one_module_brings_its_serve_request_item():
+    """families/choice.py builds its own request item: serve validates multiple-choice bodies by it."""
+    pydantic = pytest.importorskip("pydantic")
+    from litebert.serving import request_models
+
+    Request = request_models("multiple-choice", max_items=4, max_chars=100)
+    ok = Request(inputs=[{"context": "c", "question": "q", "options": ["a", "b"]}])
+    assert ok.inputs[0].options == ["a", "b"]
+    for bad in ({"context": "c", "question": "q", "options": ["a"]},  # one option
+                {"context": "c", "question": "q", "options": ["a", "b"], "text": "x"}):  # another task's field
+        with pytest.raises(pydantic.ValidationError):
+            Request(inputs=[bad])
