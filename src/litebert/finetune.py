@@ -30,7 +30,6 @@ from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, 
                              closed, option)
 from litebert.data.examples import Example, Examples
 from litebert.data.ner import align_predictions, encode_token_examples
-from litebert.data.race import encode_race, race_accuracy
 from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, label_names_for, pad_features, read_examples, split_path)
@@ -246,29 +245,6 @@ class SpanKind(Kind):
         preds, null_odds = self._decode(examples, features, outputs, spec)
         return [{"id": ex.qid, "question": ex.question, "answer": preds[ex.qid], "null_odds": null_odds[ex.qid]}
                 for ex in examples]
-
-
-class ChoiceKind(Kind):
-    def num_labels(self, label_list) -> int:
-        return 1
-
-    def encode(self, examples, tokenizer, spec, cfg, label_list):
-        return encode_race(examples, tokenizer, cfg.max_seq_length)
-
-    def targets(self, batch):
-        return {"labels": batch["label"]} if "label" in batch else {}
-
-    def score(self, examples, features, outputs, spec, label_list):
-        return race_accuracy(examples, np.stack(outputs).argmax(-1))
-
-    def collapse(self, examples, features, outputs, spec, label_list):
-        picked = {int(np.argmax(o)) for o in outputs}
-        if len(outputs) > 1 and len(picked) == 1:
-            return {"collapse": "one option", "single_option": "ABCD"[picked.pop()]}
-        return {}
-
-    def predictions(self, examples, features, outputs, spec, label_list):
-        return [{"guid": ex.guid, "answer": "ABCD"[int(np.argmax(o))]} for ex, o in zip(examples, outputs)]
 
 
 def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:

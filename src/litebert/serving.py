@@ -113,12 +113,6 @@ def request_models(task: str, max_items: int, max_chars: int):
         question: Text
         context: Text
 
-    class ChoiceItem(BaseModel):
-        model_config = strict
-        context: Text
-        question: Text
-        options: Annotated[list[Text], Field(min_length=2, max_length=16)]
-
     class NoParams(BaseModel):
         model_config = strict
 
