@@ -113,12 +113,6 @@ def request_models(task: str, max_items: int, max_chars: int):
         question: Text
         context: Text
 
-    class ChoiceItem(BaseModel):
-        model_config = strict
-        context: Text
-        question: Text
-        options: Annotated[list[Text], Field(min_length=2, max_length=16)]
-
     class NoParams(BaseModel):
         model_config = strict
 
@@ -137,8 +131,10 @@ def request_models(task: str, max_items: int, max_chars: int):
 
     from litebert.heads import for_pipeline
 
+    # A pipeline names its models here, or brings a function that builds its own (a family in one module).
     models = locals()
-    item, params = (models[name] for name in for_pipeline(task).pipeline_class().request)
+    item, params = (models[name] if isinstance(name, str) else name(Text, strict)
+                    for name in for_pipeline(task).pipeline_class().request)
 
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,
@@ -165,7 +161,7 @@ def create_app(cfg: ServeConfig, pipe=None):
     from litebert.batching import Batcher
     from litebert.records import read_record
 
-    _, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
+    weights_dir, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
     state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0,
              "inputs": 0, "truncated_inputs": 0}
 
@@ -176,7 +172,13 @@ def create_app(cfg: ServeConfig, pipe=None):
 
     @asynccontextmanager
     async def lifespan(app):
-        main = pipe or await asyncio.to_thread(build_pipeline, cfg)
+        state["cut_off"] = asyncio.Event()  # (made in the server's event loop)
+        try:
+            main = pipe or await asyncio.to_thread(build_pipeline, cfg)
+        except LitebertError as exc:  # a worker of --workers N whose directory went bad after the parent's check:
+            state["error"] = f"the model could not be loaded: {exc}"  # /ready says so; no exit, no respawn loop
+            yield
+            return
         state["pipes"] = {main.task: main}
         try:
             state["pipes"]["embeddings"] = main.embeddings()
@@ -245,9 +247,22 @@ def create_app(cfg: ServeConfig, pipe=None):
         try:
             for i, item in enumerate(items):  # checked here, so one bad request never fails a batch of others
                 pipe_.check(item, i)
-            outputs = await asyncio.wait_for(state["batchers"][task].submit(items, params), cfg.timeout_s)
-        except asyncio.TimeoutError:
+        except LitebertError as exc:  # input the model cannot take (e.g. fill-mask without [MASK])
+            return _error(422, str(exc), "inputs")
+        work = asyncio.ensure_future(state["batchers"][task].submit(items, params))
+        cut = asyncio.ensure_future(state["cut_off"].wait())  # set just before the graceful-shutdown limit
+        try:
+            done, _ = await asyncio.wait({work, cut}, timeout=cfg.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cut.cancel()
+        if work not in done:
+            work.cancel()
+            if cut in done:  # uvicorn would close the connection without a word: answer first
+                return _error(503, f"the server is shutting down and this request did not finish within the "
+                                   f"{cfg.graceful_s:g} s allowed (--graceful-s); send it again", None)
             return _error(504, f"no answer within the {cfg.timeout_s} s request timeout", None)
+        try:
+            outputs = work.result()
         except LitebertError as exc:  # input the model cannot take (e.g. fill-mask without [MASK])
             return _error(422, str(exc), "inputs")
         except Exception as exc:  # the model failed: this request gets a 500, the server goes on
@@ -278,8 +293,11 @@ def create_app(cfg: ServeConfig, pipe=None):
 
     @app.get("/ready")
     async def ready():
-        if not state["ready"]:
-            return JSONResponse({"ready": False}, status_code=503)
+        if state["ready"] and not weights_dir.is_dir():
+            state["error"] = f"the model directory {weights_dir} is gone"  # a restarted worker could not load it
+        if not state["ready"] or state.get("error"):
+            return JSONResponse({"ready": False, **({"error": state["error"]} if state.get("error") else {})},
+                                status_code=503)
         return {"ready": True, "task": record.task}
 
     @app.get("/info")
@@ -320,8 +338,31 @@ def _version() -> str:
 
 
 def app_from_env():
-    """uvicorn's factory for --workers N: each worker process builds its own app (and model) from the env."""
-    return create_app(ServeConfig(**json.loads(os.environ[ENV_CONFIG])).check())
+    """uvicorn's factory for --workers N: each worker process builds its own app (and model) from the env. A worker
+    that cannot load the directory (it went bad after the parent checked it) serves a failing /ready instead of
+    exiting, which uvicorn would answer with a new worker, for ever."""
+    cfg = ServeConfig(**json.loads(os.environ[ENV_CONFIG])).check()
+    try:
+        return create_app(cfg)
+    except LitebertError as exc:
+        return _unloaded_app(f"the model could not be loaded: {exc}")
+
+
+def _unloaded_app(message: str):
+    """/health 200 (the process runs), every other path 503 with `message`."""
+    from fastapi import FastAPI
+
+    app = FastAPI(title="litebert", version=_version(), docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.api_route("/{path:path}", methods=["GET", "POST"])
+    async def unavailable(path: str):
+        return _error(503, message, None)
+
+    return app
 
 
 def serve(cfg: ServeConfig) -> None:
@@ -346,6 +387,9 @@ def serve(cfg: ServeConfig) -> None:
     _draining_server(uvicorn.Config(app, **options), app.state.serve).run()
 
 
+GRACE_MARGIN_S = 0.5  # seconds before uvicorn's graceful-shutdown limit at which waiting requests are answered 503
+
+
 def _draining_server(config, state: dict):
     """A uvicorn.Server that, on SIGTERM/SIGINT, turns /ready to 503 at once (so a load balancer stops sending)
     before uvicorn's own graceful shutdown lets in-flight requests finish."""
@@ -354,6 +398,13 @@ def _draining_server(config, state: dict):
     class DrainingServer(uvicorn.Server):
         def handle_exit(self, sig, frame):
             state["ready"] = False
+            if "cut_off" in state and not self.should_exit:  # the first signal: in-flight requests get until the
+                # graceful limit less a margin to write their answer, then a 503 in the documented shape
+                import asyncio
+
+                loop = asyncio.get_event_loop()
+                delay = max(0.0, (config.timeout_graceful_shutdown or 0.0) - GRACE_MARGIN_S)
+                loop.call_soon_threadsafe(loop.call_later, delay, state["cut_off"].set)
             super().handle_exit(sig, frame)
 
     return DrainingServer(config)
