@@ -40,6 +40,7 @@ from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
 from litebert.tokenizer import load_tokenizer
+from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
 
 @dataclass
@@ -103,6 +104,7 @@ class FinetuneConfig:
     max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)")
     eval_batch_size: int = option(64, "examples per forward pass when scoring")
     log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records")
+    report_to: str | None = option(None, REPORT_TO_HELP)
     device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
     threads: int | None = option(None, "torch threads (default: torch's choice)")
     # The pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
@@ -469,6 +471,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
     clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
+    tracker_names = parse_report_to(cfg.report_to)  # a missing tracker library: refused before any work
     check_dev_source(spec, cfg)
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
@@ -509,6 +512,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
     lengths = [feature_length(f) for f in train_feats]
     log = (out_dir / "metrics.jsonl").open("w")
+    trackers = Trackers(tracker_names, out_dir, "finetune", dataclasses.asdict(cfg))  # params: finetune.json
     best: dict[str, Any] = {"score": -math.inf}
     stale, epoch, queue, step = 0, 0, [], 0
     bar = _progress(steps, cfg.log_every)
@@ -532,15 +536,15 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         scheduler.step()
         step += 1
         if step % cfg.log_every == 0 or step == steps:
-            _write(log, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
-                         "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
+            _write(log, trackers, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
+                                   "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
         bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
         if step % eval_every == 0 or step == steps:
             outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
             metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
             score = metrics[spec.main_metric]
             collapsed = kind.collapse(outputs, spec, label_list)
-            _write(log, {"step": step, "split": dev_split, **metrics, **collapsed})
+            _write(log, trackers, {"step": step, "split": dev_split, **metrics, **collapsed})
             say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
                                                        if isinstance(v, float))
                 + f" elapsed={format_seconds(time.perf_counter() - t0)}")
@@ -557,6 +561,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                     say(f"early stop at step {step}: no gain in {stale} evaluations")
                     break
     log.close()
+    trackers.finish({"best/step": best.get("step"), **{f"best/{k}": v for k, v in best.get("metrics", {}).items()}},
+                    step)
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
               "dev_examples": len(dev), "start_health": health}
@@ -665,10 +671,12 @@ def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int,
             f"steps, max_seq_length {cfg.max_seq_length}, {precision}")
 
 
-def _write(f, record: dict) -> None:
+def _write(f, trackers: Trackers, record: dict) -> None:
+    """One metrics record: a line of metrics.jsonl, and the same figures to the --report-to trackers."""
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
     f.write(json.dumps(clean) + "\n")
     f.flush()
+    trackers.log(record)
 
 
 def _write_json(path: Path, obj: dict) -> None:

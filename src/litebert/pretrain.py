@@ -56,6 +56,7 @@ from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_mo
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
 from litebert.tokenizer import load_tokenizer
+from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
 
 @dataclass
@@ -120,7 +121,9 @@ class PretrainConfig:
     nan_policy: str = option("error", "on a non-finite loss or gradient: error (stop) or skip the step (within "
                                       "--nan-budget)", choices=("error", "skip"))
     nan_budget: int = option(10, "skipped steps allowed under --nan-policy skip before stopping")
-    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra)")
+    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra; the same as "
+                                      "--report-to tensorboard)")
+    report_to: str | None = option(None, REPORT_TO_HELP)
     # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
     max_time: str | None = option(None, "stop cleanly after this much wall-clock time, saving a checkpoint: seconds "
                                         "or 30m, 2h, 1h30m (default: no limit)")
@@ -170,12 +173,19 @@ class PretrainConfig:
         if self.device is not None:
             check_device(self.device)
         self.length_phases  # parses --phases (once) and checks it
+        self.trackers  # checks --report-to
         self.max_seconds  # validates
 
     @functools.cached_property
     def length_phases(self) -> list[tuple[float, int]]:
         """--phases as (fraction of the steps, sequence length) pairs; [(1.0, max_seq_length)] without it."""
         return parse_phases(self.phases, self.max_seq_length)
+
+    @property
+    def trackers(self) -> tuple[str, ...]:
+        """--report-to, with the older --tensorboard switch folded in."""
+        names = parse_report_to(self.report_to)
+        return names + ("tensorboard",) if self.tensorboard and "tensorboard" not in names else names
 
     @functools.cached_property
     def max_seconds(self) -> float | None:  # read on every step's budget check: parsed once
@@ -690,14 +700,10 @@ class MetricsLog:
     def __init__(self, run: Run):
         self.path = Path(run.cfg.out) / "metrics.jsonl"
         self.main = run.d.main
-        self.tb = None
-        if self.main and run.cfg.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(Path(run.cfg.out) / "tb"))
-            except ImportError:
-                raise ConfigError("--tensorboard needs the [tb] extra: pip install 'litebert[tb]'") from None
+        # --report-to: every record also goes to the trackers, with the run record (run.json) as their parameters
+        self.trackers = (Trackers(run.cfg.trackers, run.cfg.out, "pretrain",
+                                  read_json(Path(run.cfg.out) / "run.json", TrainingError, expect=dict))
+                         if self.main and run.cfg.trackers else None)
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.main:
@@ -709,10 +715,13 @@ class MetricsLog:
         except OSError as exc:  # a full disk, a vanished mount: say where, and that the checkpoints are safe
             raise TrainingError(f"{self.path}: cannot write the metrics log ({exc.strerror or exc}); the last "
                                 "checkpoint is intact, free space and resume") from exc
-        if self.tb is not None:
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k != "step" and v is not None:
-                    self.tb.add_scalar(k, v, record["step"])
+        if self.trackers is not None:
+            self.trackers.log(record)
+
+    def finish(self, result: dict[str, Any], step: int) -> None:
+        """The run's last figures to the trackers, as "final/NAME", and close them."""
+        if self.trackers is not None:
+            self.trackers.finish({f"final/{k}": v for k, v in result.items()}, step)
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -869,6 +878,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
         warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     result = {**last, **log_eval(run, log)}
     save_final(run)
+    log.finish(result, run.step)
     return result
 
 
@@ -921,8 +931,8 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     with tempfile.TemporaryDirectory(prefix="litebert-probe-") as tmp:
         out = Path(tmp) / "run"
         pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
-                                     save_every=steps, keep=1, resume="none", tensorboard=False, max_time=None,
-                                     max_tokens=None, health=False))
+                                     save_every=steps, keep=1, resume="none", tensorboard=False, report_to=None,
+                                     max_time=None, max_tokens=None, health=False))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
