@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "reliability"))
-from harness import TINY_MODEL, config_args, write_pydoc_corpus  # noqa: E402
+from harness import config_args, tiny_setup  # noqa: E402
 
 from litebert import tracking  # noqa: E402
 from litebert.cli import main as cli_main  # noqa: E402
@@ -50,15 +50,7 @@ def _own_mlflow_settings(monkeypatch):
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
-    from litebert.data.store import build_store
-    from litebert.tokenizer_train import train_sentencepiece
-
-    root = tmp_path_factory.mktemp("tracking_data")
-    write_pydoc_corpus(root / "corpus.txt", 100)
-    train_sentencepiece([root / "corpus.txt"], root / "tokenizer", vocab_size=500)
-    store = build_store([root / "corpus.txt"], root / "tokenizer", root / "store", validation_fraction=0.05)
-    (root / "model.json").write_text(json.dumps({**TINY_MODEL, "vocab_size": store.vocab_size}))
-    return root / "store", root / "tokenizer", root / "model.json"
+    return tiny_setup(tmp_path_factory.mktemp("tracking_data"))
 
 
 @pytest.fixture(scope="module")
