@@ -36,6 +36,7 @@ from litebert.errors import CheckpointError, ConfigError, DataFormatError, Liteb
 from litebert.files import holding_run_dir, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
+from litebert.model_card import Result, Training
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
@@ -552,7 +553,9 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                 say(collapse_warning(collapsed, dev_split, step))
             if score > best["score"]:
                 best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
-                model.save_pretrained(out_dir / "best", tokenizer=tokenizer)
+                model.save_pretrained(out_dir / "best", tokenizer=tokenizer,
+                                      training=training_record(cfg, spec, len(train), len(dev), step, metrics,
+                                                               collapsed))
                 _write_json(out_dir / "best" / "eval_metrics.json",
                             {"step": step, "split": dev_split, **metrics, **collapsed})
             else:
@@ -570,6 +573,17 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         result["warnings"] = [collapse_warning(best["collapsed"], dev_split, best["step"])]
     _write_json(out_dir / "result.json", result)
     return result
+
+
+def training_record(cfg: FinetuneConfig, spec: TaskSpec, train_examples: int, dev_examples: int, step: int,
+                    metrics: dict[str, float], collapsed: dict) -> Training:
+    """What the model card of best/ says: the run's settings and the dev figures of the step it holds."""
+    recipe = {k: getattr(cfg, k) for k in ("lr", "batch_size", "epochs", "steps", "warmup_ratio", "warmup_steps",
+                                           "optimizer", "weight_decay", "max_seq_length", "precision", "seed")}
+    dev = Result(spec.eval_splits[0], spec.name, step, metrics, examples=dev_examples)
+    warnings = [collapse_warning(collapsed, dev.split, step)] if collapsed else []
+    return Training("finetune", cfg.model, cfg.data, step, recipe, [dev], task=spec.name, examples=train_examples,
+                    warnings=warnings)
 
 
 def run_record(model_dir: str | Path) -> dict:

@@ -51,6 +51,7 @@ from litebert.health import is_collapsed, representation_health, store_health_ba
 from litebert.hub_cache import resolve_model_path
 from litebert.memory import check_training_memory
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
+from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
@@ -877,7 +878,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
     if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
         warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     result = {**last, **log_eval(run, log)}
-    save_final(run)
+    save_final(run, result)
     log.finish(result, run.step)
     return result
 
@@ -899,8 +900,9 @@ def stop_signals(run: Run, elapsed: float, sigterm: bool) -> tuple[str, bool]:
     return ((why or "the budget was reached on rank 0") if budget > 0 else ""), terminated > 0
 
 
-def save_final(run: Run) -> Path | None:
-    """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from."""
+def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
+    """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from, and its
+    model card (with the held-out figures of `result`, the final evaluation)."""
     if not run.d.main:
         return None
 
@@ -912,8 +914,23 @@ def save_final(run: Run) -> Path | None:
         if f.is_file():
             atomic_write(final / f.name, lambda p, f=f: p.write_bytes(f.read_bytes()))
     (final / "step.txt").write_text(f"{run.step}\n")
+    write_model_card(final, training_record(run, result or {}))
     print(f"final model (step {run.step}) -> {final}", file=sys.stderr)
     return final
+
+
+def training_record(run: Run, result: dict[str, Any]) -> Training:
+    """What the model card says about this run: the held-out figures are the final evaluation's (eval_*)."""
+    cfg = run.cfg
+    recipe = {"objective": cfg.objective, "optimizer": cfg.optimizer, "lr": cfg.lr, "batch_size": cfg.batch_size,
+              "warmup_steps": cfg.warmup, "max_seq_length": cfg.max_seq_length, "phases": cfg.phases,
+              "masked_lm_prob": cfg.masked_lm_prob, "ngram": cfg.ngram, "mask_unit": cfg.mask_unit,
+              "weight_decay": cfg.weight_decay, "dropout": cfg.dropout, "precision": run.precision, "seed": cfg.seed}
+    random_init = cfg.model in PRESETS or Path(cfg.model).is_file()  # a preset or a config file, not weights
+    start = f"random initialisation ({cfg.model})" if random_init else f"the weights of `{cfg.model}`"
+    held_out = {k: v for k, v in result.items() if k.startswith("eval_") and k != "eval_examples"}
+    results = [Result("held-out", Path(cfg.data).name, run.step, held_out, result.get("eval_examples"))]
+    return Training("pretrain", start, cfg.data, run.step, recipe, results if held_out else [], tokens=int(run.tokens))
 
 
 def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:

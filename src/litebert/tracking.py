@@ -8,6 +8,9 @@ same steps. A tracker gets:
   "SPLIT/NAME": "dev/accuracy");
 - at the end, the run's final figures (pretraining: "final/...", fine-tuning: the best checkpoint's "best/...").
 
+Every start of a command is one tracker run: a resumed pretraining run opens a new one, whose curves continue
+from the step it resumed at.
+
 Each tracker is its own library, an optional extra: [tb] (TensorBoard), [mlflow] (mlflow-skinny), [wandb].
 A missing library is a ConfigError before training starts. Once training runs, a tracker that raises is dropped
 with one warning and training goes on: a tracker never stops a run.

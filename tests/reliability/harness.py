@@ -48,6 +48,7 @@ def tiny_setup(root: Path, vocab_size: int = 500, documents: int = STORE_DOCUMEN
     from litebert.data.store import build_store
     from litebert.tokenizer_train import train_sentencepiece
 
+    root.mkdir(parents=True, exist_ok=True)
     write_pydoc_corpus(root / "corpus.txt", documents)
     train_sentencepiece([root / "corpus.txt"], root / "tokenizer", vocab_size=vocab_size)
     store = build_store([root / "corpus.txt"], root / "tokenizer", root / "store", validation_fraction=0.05)
