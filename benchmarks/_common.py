@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from litebert.lab.bench import Measured, format_table, machine_info, ratio
+from litebert.lab.bench import Measured, format_table, host_line, machine_info, ratio  # noqa: F401 (host_line: for the scripts)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -152,6 +152,24 @@ def test_run_all_comparisons_land_in_their_thread_block(run_all, tmp_path, monke
     assert "fake ratio" in text and (tmp_path / "benchmarks.png").stat().st_size > 0
 
 
+def test_run_all_keeps_one_block_per_host_kind(run_all, tmp_path, monkeypatch):
+    """A run on another kind of host (another bf16 arithmetic) adds its own table beside the first, instead of
+    replacing it: figures from different hosts are never read as one table."""
+    import litebert.lab.bench as bench
+
+    (tmp_path / "fake_run.py").write_text(FAKE_RUN)
+    monkeypatch.setattr(run_all, "HERE", tmp_path)
+    monkeypatch.setattr(run_all, "RUNS", [("fake", "fake_run.py", [])])
+    monkeypatch.setattr(run_all, "SWEEPS", [])
+    page = tmp_path / "benchmarks.md"
+    for kind in ("AMX, auto bf16", "AVX512-BF16 no AMX, auto fp32", "AMX, auto bf16"):
+        monkeypatch.setattr(bench, "host_kind", lambda kind=kind: kind)
+        assert run_all.main(["--smoke", "--out", str(page), "--threads", "1"]) == 0
+    text = page.read_text()
+    assert text.count("## Results at 1 thread(s) per side, host kind: AMX, auto bf16") == 1
+    assert text.count("## Results at 1 thread(s) per side, host kind: AVX512-BF16 no AMX, auto fp32") == 1
+
+
 def test_a_points_precision_is_measured_recorded_and_part_of_its_key(scaling, tmp_path, monkeypatch):
     """--precision is what each point runs and records; a point measured in another precision stands beside the
     first instead of being skipped by --resume as already done (the library's "auto" differs between hosts)."""

@@ -41,7 +41,7 @@ def test_run_all_shows_a_context_line_apart_from_the_targets_and_off_the_chart(c
     extra = common.target_entry("context line", ours, side("HF fp32", [1.5, 1.5]), 2.0, command="cmd",
                                 context=True)
     block = run_all.results_block([{"machine": {"cpu": "x"}, "targets": [goal, extra], "sections": []}], 1,
-                                  "cmd", 60.0)
+                                  "AMX, auto bf16", "cmd", 60.0)
     rows = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in block.splitlines()
             if line.startswith("| goal line") or line.startswith("| context line")}
     assert rows == {"goal line": "yes", "context line": "context"}

@@ -6,6 +6,8 @@ from pathlib import Path
 import torch
 
 from litebert.demo import DEMO_MODEL, FILL_MASK_EXAMPLES, run_demo
+from litebert.plot import read_metrics
+from litebert.rundir import resolve_model_dir
 
 
 def test_demo_runs_every_stage_offline(tmp_path, capsys):
@@ -20,6 +22,10 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     trained = json.loads((Path(result["final"]) / "config.json").read_text())
     assert trained["num_hidden_layers"] == DEMO_MODEL["num_hidden_layers"] and trained["hidden_size"] == 128
     assert json.loads((tmp_path / "demo" / "model.json").read_text())["num_hidden_layers"] == trained["num_hidden_layers"]
+    # the demo dir itself is what `--model runs/demo` and `plot runs/demo` accept (README: "accepted by every
+    # other command"): the model of its pretraining run, and that run's curves
+    assert resolve_model_dir(tmp_path / "demo") == checkpoint
+    assert read_metrics(tmp_path / "demo") == read_metrics(tmp_path / "demo" / "pretrain")
     captured = capsys.readouterr()
     assert step == 50 or "--max-time 0.6s reached" in captured.err
     printed = captured.out

@@ -207,14 +207,14 @@ def test_qa_v2_answers_nothing_above_the_threshold(dirs):
 @pytest.mark.parametrize("head", ["classification", "token", "qa", "choice", "pretraining"])
 def test_bf16_and_onnx_backends_agree_with_fp32(tmp_path, dirs, head):
     pytest.importorskip("onnxruntime")
+    from litebert import heads
     from litebert.export import export_onnx
-    from litebert.pipelines import EXPORT_TASKS
 
     inputs = {"classification": TEXTS, "token": TEXTS, "pretraining": ["a [MASK] film ."],
               "qa": [{"question": "what was fun ?", "context": TEXTS[0]}],
               "choice": [{"context": TEXTS[2], "question": "how was it ?", "options": ["dull", "a joy"]}]}[head]
     fp32 = litebert.pipeline(None, dirs[head])
-    export_onnx(dirs[head], tmp_path / "m.onnx", EXPORT_TASKS[fp32.task])
+    export_onnx(dirs[head], tmp_path / "m.onnx", heads.for_pipeline(fp32.task).export_task)
     results = {b: litebert.pipeline(None, dirs[head], b, onnx_file=tmp_path / "m.onnx")(inputs)
                for b in ("bf16", "onnx")}
     want = fp32(inputs)

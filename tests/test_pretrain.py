@@ -90,7 +90,7 @@ BAD_OPTIONS = [
     (dict(nan_policy="maybe"), r"--nan-policy maybe: must be error or skip"),
     (dict(objective="mlm"), r"--objective mlm: must be sop, nsp or none"),
     (dict(optimizer="sgd"), r"--optimizer sgd: must be lamb, adamw or adamw_official"),
-    (dict(precision="fp8"), r"--precision 'fp8'"),
+    (dict(precision="fp8"), r"--precision fp8: must be auto, "),
     (dict(device="tpu"), r"--device 'tpu': not a device"),
     (dict(num_workers=-1), r"--num-workers -1: must be >= 0"),
     (dict(threads=0), r"--threads 0: must be >= 1"),

@@ -79,7 +79,8 @@ def servers(model_dir):
     """Both servers start at once (the start-up is most of this file's time)."""
     main = Server(model_dir, "--max-wait-ms", "20", "--max-items", "8", "--max-text-chars", "2000",
                   "--max-request-bytes", "10000")
-    slow = Server(model_dir, "--max-wait-ms", "2000", "--max-batch-size", "64")  # a lone request waits 2 s
+    slow = Server(model_dir, "--max-wait-ms", "2000", "--max-batch-size", "64",
+                  "--wait-when-idle")  # a lone request waits 2 s
     try:
         yield main.wait_ready(), slow.wait_ready()
     finally:

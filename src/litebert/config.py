@@ -12,11 +12,12 @@ calls "gelu"), "gelu" is the exact erf form.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from litebert.errors import ConfigError
 from litebert.files import read_json
@@ -246,12 +247,128 @@ _HF_EXTRA_FIELDS = ["layer_norm_eps", "classifier_dropout_prob", "pad_token_id",
 _LITEBERT_HF_EXTRAS = ["qa_answerability"]
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", choices: tuple[str, ...] | None = None) -> Any:
-    """A field of an options dataclass (fine-tuning, pretraining, serving) that carries its own help text and
-    allowed values. The command line builds one --flag per field from these (cli/_common.add_dataclass_args), so
-    what an option means is written once, beside the field, for library and CLI users alike."""
-    metadata = {"help": help} if choices is None else {"help": help, "choices": choices}
+# ------------------------------------------------------------------ options dataclasses (FinetuneConfig, ...)
+# A rule is (test, what the value must be): the one check of an option, applied to the dataclass field whatever
+# the door (library call, command line, --config file), so all three refuse a value with the same message.
+Rule = tuple[Callable[[float], bool], str]
+
+
+def at_least(n: int) -> Rule:
+    return (lambda v: v >= n), f"must be >= {n}"
+
+
+def open_closed(lo: float, hi: float) -> Rule:
+    return (lambda v: lo < v <= hi), f"must be in ({lo:g}, {hi:g}]"
+
+
+def closed_open(lo: float, hi: float) -> Rule:
+    return (lambda v: lo <= v < hi), f"must be in [{lo:g}, {hi:g})"
+
+
+def open_open(lo: float, hi: float) -> Rule:
+    return (lambda v: lo < v < hi), f"must be in ({lo:g}, {hi:g})"
+
+
+def closed(lo: float, hi: float) -> Rule:
+    return (lambda v: lo <= v <= hi), f"must be in [{lo:g}, {hi:g}]"
+
+
+POSITIVE = at_least(1)
+NON_NEGATIVE = at_least(0)
+FRACTION = closed_open(0.0, 1.0)
+ABOVE_ZERO: Rule = ((lambda v: v > 0), "must be > 0")
+# a step size above 1 is never meaningful for LAMB or AdamW (1e300 overflows at once)
+LEARNING_RATE = open_closed(0.0, 1.0)
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", choices: tuple[str, ...] | None = None,
+           check: Rule | None = None) -> Any:
+    """A field of an options dataclass (fine-tuning, pretraining, serving) that carries its own help text,
+    allowed values (`choices`) and rule (`check`). The command line builds one --flag per field from these
+    (cli/_common.add_dataclass_args), and `check_options` enforces them on every instance, so what an option means
+    and accepts is written once, beside the field, for library and CLI users alike."""
+    metadata: dict[str, Any] = {"help": help}
+    if choices is not None:
+        metadata["choices"] = choices
+    if check is not None:
+        metadata["check"] = check
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of an options field (its default spelling)."""
+    return "--" + name.replace("_", "-")
+
+
+_TYPE_NAMES = {bool: "true or false (a boolean)", int: "an integer", float: "a number", str: "a string"}
+
+
+@functools.lru_cache(maxsize=None)
+def field_types(cls) -> dict[str, tuple[tuple[type, ...], bool]]:
+    """{field: (the types it takes, whether None is allowed)} of an options dataclass, from its annotations."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        args = typing.get_args(hints[f.name]) or (hints[f.name],)
+        out[f.name] = (tuple(t for t in args if t is not type(None)), type(None) in args)
+    return out
+
+
+def check_value(value: Any, kinds: tuple[type, ...], nullable: bool, shown: str,
+                choices: tuple | None = None, rule: Rule | None = None) -> Any:
+    """`value` for an option of type `kinds` (None allowed when `nullable`), one of `choices`, passing `rule`; or a
+    ConfigError "SHOWN VALUE: why". A whole number given for a float option comes back as a float."""
+    if value is None:
+        if nullable:
+            return None
+        raise ConfigError(f"{shown} null: expected {_TYPE_NAMES.get(kinds[0], kinds[0].__name__)}, not null")
+    if not any(_is_a(value, kind) for kind in kinds):
+        expected = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+        raise ConfigError(f"{shown} {value!r}: expected {expected}, got {_describe(value)}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if float in kinds and int not in kinds:
+            value = float(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{shown} {value}: must be a finite number")
+    if choices is not None and value not in choices:
+        words = [str(c) for c in choices]
+        listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+        raise ConfigError(f"{shown} {value}: must be {listed}")
+    if rule is not None and not isinstance(value, (bool, str)) and not rule[0](value):
+        raise ConfigError(f"{shown} {value}: {rule[1]}")
+    return value
+
+
+def check_field(field: dataclasses.Field, types: tuple[tuple[type, ...], bool], value: Any,
+                shown: str | None = None) -> Any:
+    """check_value for an options-dataclass field (its type, choices and rule); `shown` names it (default: its
+    flag)."""
+    return check_value(value, types[0], types[1], shown or flag_of(field.name), field.metadata.get("choices"),
+                       field.metadata.get("check"))
+
+
+def _is_a(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _describe(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+             dict: "a mapping"}
+    return names.get(type(value), type(value).__name__)
+
+
+def check_options(obj: Any) -> None:
+    """Check every field of options dataclass instance `obj` against its type, choices and rule (see `option`);
+    called by each options class's __post_init__. Raises ConfigError "--flag VALUE: why"."""
+    types = field_types(type(obj))
+    for f in dataclasses.fields(obj):
+        object.__setattr__(obj, f.name, check_field(f, types[f.name], getattr(obj, f.name)))
 
 
 def dataclass_from_dict(cls, data: dict[str, Any], source: str, error: type = ConfigError, what: str = "field"):

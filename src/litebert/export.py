@@ -23,10 +23,10 @@ import torch
 from torch import nn
 from torch.export import Dim
 
+from litebert import heads
 from litebert.errors import ConversionError, TokenizerError
 from litebert.files import atomic_write_bytes, check_output
 from litebert.model import MODEL_CLASSES
-from litebert.pipelines import EXPORT_TASKS
 from litebert.records import CONFIG_NAME, INFERENCE_RECORD, read_record
 from litebert.rundir import resolve_model_dir
 from litebert.tokenizer import load_tokenizer
@@ -36,30 +36,10 @@ EXPORTERS = ("torchscript", "dynamo")
 MIN_OPSET = 14  # the first opset with a scaled_dot_product_attention symbolic in torch's exporter
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    model_class: str
-    outputs: dict[str, tuple[str | None, ...]]  # output name (as transformers names it) -> axis names
-    choice_axis: bool = False
-    attrs: dict[str, str] = field(default_factory=dict)  # output name -> AlbertOutput field, where they differ
-
-
-# Output names follow transformers' model outputs (logits, start_logits, last_hidden_state, ...), so code
-# written against an exported transformers ALBERT reads ours unchanged.
-TASKS: dict[str, TaskSpec] = {
-    "base": TaskSpec("AlbertModel", {"last_hidden_state": ("batch", "sequence", None),
-                                     "pooler_output": ("batch", None)},
-                     attrs={"last_hidden_state": "sequence_output", "pooler_output": "pooled_output"}),
-    "pretraining": TaskSpec("AlbertForPreTraining", {"prediction_logits": ("batch", "sequence", None),
-                                                     "sop_logits": ("batch", None)},
-                            attrs={"prediction_logits": "mlm_logits"}),
-    "masked-lm": TaskSpec("AlbertForMaskedLM", {"logits": ("batch", "sequence", None)}, attrs={"logits": "mlm_logits"}),
-    "classification": TaskSpec("AlbertForSequenceClassification", {"logits": ("batch", None)}),
-    "token-classification": TaskSpec("AlbertForTokenClassification", {"logits": ("batch", "sequence", None)}),
-    "qa": TaskSpec("AlbertForQuestionAnswering", {"start_logits": ("batch", "sequence"),
-                                                  "end_logits": ("batch", "sequence")}),
-    "multiple-choice": TaskSpec("AlbertForMultipleChoice", {"logits": ("batch", "choice")}, choice_axis=True),
-}
+# Export tasks and their graphs' outputs are the head families' (litebert.heads): output names follow
+# transformers' model outputs (logits, start_logits, last_hidden_state, ...), so code written against an exported
+# transformers ALBERT reads ours unchanged.
+TASKS: dict[str, heads.HeadFamily] = {t: heads.for_export(t) for t in heads.EXPORT_TASKS}
 
 
 @dataclass
@@ -191,7 +171,7 @@ def _record(model_dir: Path):
 
 
 def _pipeline_export_task(pipeline_task: str) -> str:
-    return EXPORT_TASKS[pipeline_task]
+    return heads.for_pipeline(pipeline_task).export_task
 
 
 def _destination(out: Path, model_dir: Path) -> tuple[Path, Path]:
@@ -216,18 +196,18 @@ def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record
         tokenizer.save_pretrained(out_dir)
         files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer_config",
                                                                              "special_tokens")))
-    pipeline_task = {v: k for k, v in EXPORT_TASKS.items()}.get(task)
-    if pipeline_task is not None:  # the pretraining graph (two heads) has no pipeline of its own
-        head = record.head if pipeline_task == record.task else {"embeddings": "base", "fill-mask": "mlm"}.get(
-            pipeline_task, record.head)
-        own = dataclasses.replace(record, task=pipeline_task, architecture=TASKS[task].model_class, head=head,
+    family = TASKS[task]
+    if family.pipeline is not None:  # the pretraining graph (two heads) has no pipeline of its own
+        pipeline_task = family.pipeline_task
+        head = record.head if pipeline_task == record.task else family.name
+        own = dataclasses.replace(record, task=pipeline_task, architecture=family.model_class, head=head,
                                   onnx_file=graph.name)
         atomic_write_bytes(out_dir / INFERENCE_RECORD, (json.dumps(own.to_dict(), indent=2) + "\n").encode())
         files.append(out_dir / INFERENCE_RECORD)
     return files
 
 
-def _quantize_int8(fp32: Path, out: Path, wrapper, spec: TaskSpec, result: ExportResult, gen) -> None:
+def _quantize_int8(fp32: Path, out: Path, wrapper, spec: heads.HeadFamily, result: ExportResult, gen) -> None:
     """onnxruntime's dynamic quantization: MatMul/Gather weights stored as int8 with per-tensor scales,
     activations quantized on the fly. The fp32 graph is removed afterwards."""
     try:
@@ -275,7 +255,7 @@ def _export_dynamo(wrapper, args, out, in_axes, outputs, opset, max_positions) -
                       external_data=size > (1 << 31) - (1 << 26))  # one file below protobuf's 2 GiB limit
 
 
-def _verify(wrapper, out: Path, spec: TaskSpec, result: ExportResult, atol: float, gen) -> None:
+def _verify(wrapper, out: Path, spec: heads.HeadFamily, result: ExportResult, atol: float, gen) -> None:
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
@@ -296,7 +276,7 @@ def _verify(wrapper, out: Path, spec: TaskSpec, result: ExportResult, atol: floa
                               f"(atol {atol}); the export is wrong, please report it")
 
 
-def _compare(wrapper, out: Path, spec: TaskSpec, result: ExportResult, gen) -> tuple[dict[str, float], tuple]:
+def _compare(wrapper, out: Path, spec: heads.HeadFamily, result: ExportResult, gen) -> tuple[dict[str, float], tuple]:
     """Per output, max |onnxruntime - PyTorch| on fresh padded inputs of another shape than the traced one."""
     import onnxruntime as ort  # the [onnx] extra; _verify only calls this when it is installed
 

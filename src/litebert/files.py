@@ -162,10 +162,17 @@ class OutputLock:
     file races with the next taker). Processes the holder forks (DataLoader workers) share the lock until they
     exit; a taker that finds the lock held although its recorded holder is dead waits `orphan_wait` seconds for
     them. On systems without fcntl (Windows) this does nothing.
+
+    A lock file can be deleted under its holder (a tmp cleaner, a hand clean-up); a taker would then create and
+    lock a new one and run alongside. So a run directory's lock (`directory`) is also a flock on the directory
+    itself, which cannot be unlinked while it holds the run; and a taker checks that the file it locked is still
+    the one at the path (it may have been replaced between open and flock).
     """
 
-    def __init__(self, lock_file: str | os.PathLike, what: str, orphan_wait: float = 15.0):
+    def __init__(self, lock_file: str | os.PathLike, what: str, orphan_wait: float = 15.0,
+                 directory: str | os.PathLike | None = None):
         self.lock_file, self.what, self.orphan_wait, self.fd = Path(lock_file), what, orphan_wait, None
+        self.directory, self.dir_fd = (Path(directory) if directory is not None else None), None
 
     def acquire(self) -> "OutputLock":
         try:
@@ -174,23 +181,38 @@ class OutputLock:
             return self
         import time
 
-        try:
-            fd = os.open(self.lock_file, os.O_RDONLY | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise OutputError(f"{self.lock_file}: cannot create the lock file ({e.strerror or e})") from None
         deadline = time.monotonic() + self.orphan_wait
+        fd = None
         while True:
+            if fd is None:
+                try:
+                    fd = os.open(self.lock_file, os.O_RDONLY | os.O_CREAT, 0o644)
+                except OSError as e:
+                    raise OutputError(f"{self.lock_file}: cannot create the lock file ({e.strerror or e})") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                if self._is_current(fd):
+                    break
+                # The lock file was deleted (a tmp cleaner, a hand clean-up) or replaced after we opened it: our
+                # lock is on a file nobody else will open, and a holder of the old one may be running. Lock the
+                # file that is at the path now.
+                os.close(fd)
+                fd = None
             except BlockingIOError:
                 holder = self._holder()
                 if not (holder.isdigit() and not pid_alive(int(holder)) and time.monotonic() < deadline):
                     os.close(fd)
-                    raise OutputError(f"{self.what}: in use by another litebert process (pid {holder or 'unknown'}, "
-                                      f"which holds {self.lock_file}); wait for it to finish or choose another "
-                                      "output") from None
+                    raise self._in_use(holder, self.lock_file) from None
                 time.sleep(0.2)  # the holder died; the children it forked still hold the lock for a moment
+        if self.directory is not None:
+            try:
+                self.dir_fd = os.open(self.directory, os.O_RDONLY)
+                fcntl.flock(self.dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # held by a process whose lock file was deleted
+                os.close(self.dir_fd)
+                os.close(fd)
+                self.dir_fd = None
+                raise self._in_use("", self.directory) from None
         self.fd = fd
         try:
             with open(self.lock_file, "w", encoding="ascii") as f:
@@ -198,6 +220,19 @@ class OutputLock:
         except OSError:
             pass  # the pid is only for messages
         return self
+
+    def _in_use(self, holder: str, held: Path) -> OutputError:
+        return OutputError(f"{self.what}: in use by another litebert process (pid {holder or 'unknown'}, which "
+                           f"holds {held}); wait for it to finish or choose another output")
+
+    def _is_current(self, fd: int) -> bool:
+        """Whether the descriptor `fd` is still the file at `lock_file` (same device and inode)."""
+        try:
+            at_path = os.stat(self.lock_file)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (mine.st_dev, mine.st_ino) == (at_path.st_dev, at_path.st_ino)
 
     def _holder(self) -> str:
         try:
@@ -209,6 +244,9 @@ class OutputLock:
         if self.fd is not None:
             os.close(self.fd)  # closing drops the lock
             self.fd = None
+        if self.dir_fd is not None:
+            os.close(self.dir_fd)
+            self.dir_fd = None
 
     def __enter__(self) -> "OutputLock":
         return self if self.fd is not None else self.acquire()
@@ -238,9 +276,10 @@ def pid_alive(pid: int) -> bool:
 
 
 def lock_dir(directory: str | os.PathLike, what: str | None = None) -> OutputLock:
-    """Take the lock of a run directory (DIR/.lock); raise OutputError naming the holder's pid if it is taken."""
+    """Take the lock of a run directory (DIR/.lock, and DIR itself); raise OutputError naming the holder's pid if it
+    is taken."""
     directory = Path(directory)
-    return OutputLock(directory / ".lock", what or str(directory)).acquire()
+    return OutputLock(directory / ".lock", what or str(directory), directory=directory).acquire()
 
 
 def holding_run_dir(out_of: Callable) -> Callable:
@@ -304,6 +343,35 @@ def parse_json(text: str, source: str | os.PathLike, error: type[Exception], lin
         raise error(f"{where(source, line)}: JSON nested too deeply to read{tail}") from None
 
 
+# The largest JSON or YAML file read whole (SQuAD 2.0's training set, the largest we read, is 40 MiB). Past it,
+# or from something that is not a regular file (/dev/zero, a FIFO), a read would exhaust memory or never end.
+MAX_TEXT_BYTES = 256 * 2 ** 20
+
+
+def read_small_text(path: str | os.PathLike, limit: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of the regular file `path`, read whole, at most `limit` bytes.
+
+    Raises OSError (FileNotFoundError, ...) as open() does, UnicodeDecodeError for bad UTF-8, and ValueError
+    naming the file for what is not a regular file or is larger than `limit`. The file is opened non-blocking,
+    so a FIFO with no writer is refused at once instead of hanging the reader.
+    """
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode)
+                    or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) else "a directory"
+                    if stat.S_ISDIR(info.st_mode) else "not a regular file")
+            raise ValueError(f"{path}: not a regular file ({kind}); give a file")
+        data = f.read(limit + 1)  # a file that grew since fstat is still cut at the limit
+        if info.st_size > limit or len(data) > limit:
+            raise ValueError(f"{path}: {max(info.st_size, len(data)):,} bytes is over the {limit:,}-byte limit for "
+                             f"a file read whole")
+    return data.decode("utf-8")
+
+
 def read_json(path: str | os.PathLike, error: type[Exception], missing: str = "not found",
               expect: type | None = None, what: str = "a JSON object", hint: str = "") -> Any:
     """The parsed JSON of the file `path`: open, decode UTF-8, parse, and check the top-level type.
@@ -315,13 +383,15 @@ def read_json(path: str | os.PathLike, error: type[Exception], missing: str = "n
     path = Path(path)
     tail = f"; {hint}" if hint else ""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_text(path)
     except FileNotFoundError:
         raise error(f"{path}: {missing}") from None
     except UnicodeDecodeError as e:
         raise error(f"{path}: invalid UTF-8 ({e.reason} at byte {e.start}){tail}") from None
     except OSError as e:
         raise error(f"{path}: cannot read ({reason(e)}){tail}") from None
+    except ValueError as e:  # not a regular file, or too large
+        raise error(f"{e}{tail}") from None
     data = parse_json(text, path, error, hint=hint)
     if expect is not None and not isinstance(data, expect):
         raise error(f"{path}: expected {what}, got {type(data).__name__}{tail}")

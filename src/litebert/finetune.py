@@ -23,8 +23,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from litebert import heads
 from litebert import model as models
-from litebert.config import option
+from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, at_least, check_options,
+                             closed, option)
 from litebert.data.examples import Example, Examples
 from litebert.data.ner import align_predictions, encode_token_examples
 from litebert.data.race import encode_race, race_accuracy
@@ -62,52 +64,52 @@ class FinetuneConfig:
     head: str = option("classification", "custom task: classification (labels from train), regression (a number) "
                                          "or multilabel", choices=("classification", "regression", "multilabel"))
     # hyperparameters: None = the task's defaults (paper Table 14 where it has them)
-    lr: float | None = option(None, "peak learning rate (default: the task's: paper Table 14, else 2e-5)")
+    lr: float | None = option(None, "peak learning rate (default: the task's: paper Table 14, else 2e-5)", check=LEARNING_RATE)
     batch_size: int | None = option(None, "examples per optimizer step (default: the task's: paper Table 14, else "
-                                          "32)")
+                                          "32)", check=POSITIVE)
     micro_batch_size: int | None = option(None, "examples per forward pass; accumulation makes up --batch-size "
-                                                "(default: --batch-size)")
+                                                "(default: --batch-size)", check=POSITIVE)
     steps: int | None = option(None, "optimizer steps (default: the paper's for a Table 14 task on its full "
-                                     "training set, else from --epochs)")
+                                     "training set, else from --epochs)", check=POSITIVE)
     epochs: float | None = option(None, "passes over the training set, when --steps is not given (default: 3 "
                                         "where the paper gives no steps, or on a subset such as "
-                                        "--max-train-examples)")
+                                        "--max-train-examples)", check=ABOVE_ZERO)
     warmup_ratio: float | None = option(None, "linear warmup as a share of the steps (default: the task's: paper "
-                                              "warmup / steps, else 0.1)")
+                                              "warmup / steps, else 0.1)", check=closed(0.0, 1.0))
     warmup_steps: int | None = option(None, "linear warmup steps, instead of --warmup-ratio (default: from "
-                                            "--warmup-ratio)")
+                                            "--warmup-ratio)", check=NON_NEGATIVE)
     max_seq_length: int | None = option(None, "tokens per example, longer ones truncated (default: the task's: "
-                                              "paper Table 14, else 128)")
+                                              "paper Table 14, else 128)", check=at_least(8))
     albert_dropout: float | None = option(None, "dropout inside the encoder (default: the task's: paper Table 14, "
-                                                "else 0)")
-    classifier_dropout: float | None = option(None, "dropout before the task head (default: the task's, 0.1)")
+                                                "else 0)", check=FRACTION)
+    classifier_dropout: float | None = option(None, "dropout before the task head (default: the task's, 0.1)", check=FRACTION)
     optimizer: str = option("adamw", "adamw, lamb or adamw_official (the BERT code's AdamW)",
                             choices=("adamw", "lamb", "adamw_official"))
-    weight_decay: float = option(0.01, "decoupled weight decay")
-    max_grad_norm: float = option(1.0, "gradient clipping norm")
+    weight_decay: float = option(0.01, "decoupled weight decay", check=NON_NEGATIVE)
+    max_grad_norm: float = option(1.0, "gradient clipping norm", check=ABOVE_ZERO)
     grad_accum: int | None = option(None, "old spelling: micro batch = batch_size, batch per step = batch_size x "
-                                          "grad_accum")
+                                          "grad_accum", check=POSITIVE)
     # span QA
-    doc_stride: int = option(128, "span tasks: stride between windows over a long context, in tokens")
-    max_query_length: int = option(64, "span tasks: question tokens kept")
-    n_best: int = option(20, "span tasks: candidate answers considered per question")
-    max_answer_length: int = option(30, "span tasks: longest answer, in tokens")
+    doc_stride: int = option(128, "span tasks: stride between windows over a long context, in tokens", check=POSITIVE)
+    max_query_length: int = option(64, "span tasks: question tokens kept", check=POSITIVE)
+    n_best: int = option(20, "span tasks: candidate answers considered per question", check=POSITIVE)
+    max_answer_length: int = option(30, "span tasks: longest answer, in tokens", check=POSITIVE)
     # run
     precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
                                                  "slower")
-    seed: int = option(0, "seed of the head's initialisation, dropout and the data order")
+    seed: int = option(0, "seed of the head's initialisation, dropout and the data order", check=NON_NEGATIVE)
     eval_every: int | None = option(None, "steps between dev evaluations (default: once per epoch, and at the "
-                                          "end)")
-    patience: int = option(0, "stop after this many evaluations without a better dev score (0: never stop early)")
+                                          "end)", check=NON_NEGATIVE)
+    patience: int = option(0, "stop after this many evaluations without a better dev score (0: never stop early)", check=NON_NEGATIVE)
     max_train_examples: int | None = option(None, "use only the first N training examples (default: all); the "
-                                                  "schedule then defaults to 3 epochs")
-    max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)")
-    eval_batch_size: int = option(64, "examples per forward pass when scoring")
-    log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records")
+                                                  "schedule then defaults to 3 epochs", check=POSITIVE)
+    max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)", check=POSITIVE)
+    eval_batch_size: int = option(64, "examples per forward pass when scoring", check=POSITIVE)
+    log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records", check=POSITIVE)
     report_to: str | None = option(None, REPORT_TO_HELP)
     device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
-    threads: int | None = option(None, "torch threads (default: torch's choice)")
+    threads: int | None = option(None, "torch threads (default: torch's choice)", check=POSITIVE)
     # The pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
     reinit_pooler: bool = option(False, "re-initialise the pooler ([CLS] -> dense -> tanh) with the model's own "
                                         "initialisation before fine-tuning (drawn from --seed)")
@@ -116,14 +118,21 @@ class FinetuneConfig:
     overwrite: bool = option(False, "replace the run already in --out (its metrics.jsonl, best/ and result.json); "
                                     "default: refuse")
 
+    def __post_init__(self) -> None:
+        check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
+        parse_report_to(self.report_to)  # known trackers, their libraries installed: refused before any work
+
 
 # --------------------------------------------------------------------------------------------- task kinds
 
 
 class Kind:
-    """How one head family turns examples into features and model outputs into metrics/predictions."""
-    model_class: str
+    """How one head family (a litebert.heads row names its Kind) turns examples into features and model outputs
+    into metrics/predictions."""
     input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+
+    def __init__(self, cfg: FinetuneConfig):
+        self.cfg = cfg
 
     def num_labels(self, label_list) -> int:
         return len(label_list)
@@ -150,8 +159,6 @@ class Kind:
 
 
 class SentenceKind(Kind):
-    model_class = "AlbertForSequenceClassification"
-
     def num_labels(self, label_list) -> int:
         return 1 if label_list is None else len(label_list)
 
@@ -199,8 +206,6 @@ class SentenceKind(Kind):
 
 
 class TokenKind(Kind):
-    model_class = "AlbertForTokenClassification"
-
     def encode(self, examples, tokenizer, spec, cfg, label_list):
         return encode_token_examples(examples, tokenizer, cfg.max_seq_length, label_list)
 
@@ -224,11 +229,6 @@ class TokenKind(Kind):
 
 
 class SpanKind(Kind):
-    model_class = "AlbertForQuestionAnswering"
-
-    def __init__(self, cfg: FinetuneConfig):
-        self.cfg = cfg
-
     def num_labels(self, label_list) -> int:
         return 2
 
@@ -265,8 +265,6 @@ class SpanKind(Kind):
 
 
 class ChoiceKind(Kind):
-    model_class = "AlbertForMultipleChoice"
-
     def num_labels(self, label_list) -> int:
         return 1
 
@@ -284,9 +282,7 @@ class ChoiceKind(Kind):
 
 
 def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:
-    if spec.head in ("classification", "regression", "multilabel"):
-        return SentenceKind()
-    return {"token": TokenKind(), "span": SpanKind(cfg), "choice": ChoiceKind()}[spec.head]
+    return heads.family(spec.head).kind_class()(cfg)
 
 
 # --------------------------------------------------------------------------------------------- set-up
@@ -386,14 +382,14 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
         overrides = dict(num_labels=kind.num_labels(label_list), hidden_dropout_prob=cfg.albert_dropout,
                          attention_probs_dropout_prob=cfg.albert_dropout,
                          classifier_dropout_prob=cfg.classifier_dropout)
-        if spec.head in ("classification", "multilabel", "token") and label_list is not None:
+        family = heads.family(spec.head)
+        if family.has_labels and label_list is not None:
             overrides["label_names"] = list(label_list)
-        if spec.head in ("regression", "multilabel", "classification"):
-            overrides["problem_type"] = {"regression": "regression", "multilabel": "multi_label_classification",
-                                         "classification": "single_label_classification"}[spec.head]
+        if family.problem_type:
+            overrides["problem_type"] = family.problem_type
         if spec.head == "span":
             overrides["qa_answerability"] = bool(spec.version_2)
-    model = getattr(models, kind.model_class).from_pretrained(model_dir, **overrides)
+    model = models.MODEL_CLASSES[heads.family(spec.head).model_class].from_pretrained(model_dir, **overrides)
     if model.config.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{model_dir}: the model's vocab_size {model.config.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
@@ -472,7 +468,6 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
     clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
-    tracker_names = parse_report_to(cfg.report_to)  # a missing tracker library: refused before any work
     check_dev_source(spec, cfg)
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
@@ -489,7 +484,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "finetune.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
 
-    label_list = label_list_for(spec, train) if spec.head in ("classification", "multilabel", "token") else None
+    label_list = label_list_for(spec, train) if heads.family(spec.head).has_labels else None
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
     model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
@@ -513,7 +508,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
     lengths = [feature_length(f) for f in train_feats]
     log = (out_dir / "metrics.jsonl").open("w")
-    trackers = Trackers(tracker_names, out_dir, "finetune", dataclasses.asdict(cfg))  # params: finetune.json
+    # --report-to: the records below also go to the trackers, with the run record (finetune.json) as parameters
+    trackers = Trackers(parse_report_to(cfg.report_to), out_dir, "finetune", dataclasses.asdict(cfg))
     best: dict[str, Any] = {"score": -math.inf}
     stale, epoch, queue, step = 0, 0, [], 0
     bar = _progress(steps, cfg.log_every)
@@ -610,7 +606,7 @@ def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict):
     kind, device = kind_for(spec, cfg), pick_device(cfg.device)
     model_dir = resolve_model_dir(model_dir)
     model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
-    label_list = model.config.label_names if spec.head in ("classification", "multilabel", "token") else None
+    label_list = model.config.label_names if heads.family(spec.head).has_labels else None
     cfg = dataclasses.replace(cfg, max_seq_length=cfg.max_seq_length or spec.hparams.max_seq_length)
     check_positions(model, cfg.max_seq_length, model_dir)
     return cfg, spec, kind, device, model, tokenizer, label_list

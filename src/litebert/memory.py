@@ -1,4 +1,4 @@
-"""A lower bound on the memory a pretraining run needs, checked before anything is allocated.
+"""A lower bound on the memory a pretraining run (or a loaded model) needs, checked before anything is allocated.
 
 A config can be well-typed and still absurd (a vocab of 1e8, 1e9 positions or layers, an FFN of 1e10): the
 allocator would fail with a traceback, or the machine would swap for minutes first. `check_training_memory` adds
@@ -91,9 +91,62 @@ def available_bytes(device) -> int | None:
     return None
 
 
+# Layers are applied one after another however few parameters they share: 10^6 layers (a few kilobytes of
+# config) would make every forward pass run for hours, unkillable until it returns. The deepest released ALBERT
+# has 24 layers and the paper's deepest ablation 48; this bound leaves room for experiments far beyond.
+MAX_LAYERS = 1024
+
+
+def check_depth(config: AlbertConfig, source: str) -> None:
+    """The size rule no memory bound catches: a depth that only costs time."""
+    if config.num_hidden_layers > MAX_LAYERS:
+        raise ConfigError(f"{source}: config field 'num_hidden_layers' = {config.num_hidden_layers:,}: more than "
+                          f"{MAX_LAYERS:,} layers is refused (every forward pass applies each one; the released "
+                          f"models have at most 24)")
+
+
+class _Host:  # the CPU, where every model is built and loaded first (no torch import needed to say so)
+    type = "cpu"
+
+    def __str__(self) -> str:
+        return "cpu"
+
+
+def check_model_memory(config: AlbertConfig, source: str) -> None:
+    """Before a model directory is built (predict, fill-mask, serve, export-onnx, convert, finetune --model):
+    the size rule, and its fp32 weights (the lower bound on what building it allocates on the host) against free
+    memory; a ConfigError naming the field behind the excess otherwise."""
+    check_depth(config, source)
+    device = _Host()
+    available = available_bytes(device)
+    if available is None:
+        return
+
+    def need(c: AlbertConfig) -> int:
+        return parameter_count(c) * FLOAT
+
+    _refuse_over(config, need, available, device, "building the model", source,
+                 "lower the sizes in its config.json")
+
+
+def _refuse_over(config: AlbertConfig, need: Callable[[AlbertConfig], int], available: int, device, doing: str,
+                 source: str, advice: str) -> None:
+    total = need(config)
+    if total <= available:
+        return
+    where = f"{doing} would need at least {_gib(total)}, but {device} has {_gib(available)} free"
+    found = culprit(config, need)
+    if found is None:
+        raise ConfigError(f"{source}: {where}; {advice}")
+    field, lowered = found
+    raise ConfigError(f"{source}: config field '{field}' = {getattr(config, field)}: {where} (at "
+                      f"{field} = {getattr(AlbertConfig(), field)}: {_gib(lowered)}); use a smaller value")
+
+
 def check_training_memory(config: AlbertConfig, micro_batch: int, seq_len: int, predictions: int,
                           gradient_checkpointing: bool, device, source: str) -> None:
     """Raise ConfigError naming the field behind the excess when the lower bound exceeds free memory."""
+    check_depth(config, source)
     available = available_bytes(device)
     if available is None:
         return
@@ -101,17 +154,9 @@ def check_training_memory(config: AlbertConfig, micro_batch: int, seq_len: int, 
     def need(c: AlbertConfig) -> int:
         return training_bytes(c, micro_batch, seq_len, predictions, gradient_checkpointing)
 
-    total = need(config)
-    if total <= available:
-        return
-    where = f"training would need at least {_gib(total)}, but {device} has {_gib(available)} free"
-    found = culprit(config, need)
-    if found is None:
-        raise ConfigError(f"{source}: {where}; lower --micro-batch-size {micro_batch} or --max-seq-length {seq_len}, "
-                          "or use --gradient-checkpointing")
-    field, lowered = found
-    raise ConfigError(f"{source}: config field '{field}' = {getattr(config, field)}: {where} (at "
-                      f"{field} = {getattr(AlbertConfig(), field)}: {_gib(lowered)}); use a smaller value")
+    _refuse_over(config, need, available, device, "training", source,
+                 f"lower --micro-batch-size {micro_batch} or --max-seq-length {seq_len}, or use "
+                 "--gradient-checkpointing")
 
 
 def _gib(n: int) -> str:

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from litebert.files import atomic_write
-from litebert.records import ARCHITECTURE_TASKS, read_model_config, saved_architecture
+from litebert import heads
+from litebert.records import read_model_config, saved_architecture
 
 CARD_NAME = "README.md"
 MARKER = "<!-- model card written by litebert; it is rewritten on each save unless this line is removed -->"
 # Hugging Face pipeline_tag per our pipeline task (the Hub calls embeddings "feature-extraction").
-HUB_PIPELINE_TAGS = {**{t: t for t in ARCHITECTURE_TASKS.values()}, "embeddings": "feature-extraction"}
+HUB_PIPELINE_TAGS = {**{t: t for t in heads.PIPELINE_TASKS}, "embeddings": "feature-extraction"}
 
 
 @dataclass
@@ -69,9 +70,10 @@ def card_text(path: str | Path, training: Training | None = None) -> str:
     path = Path(path)
     config, fmt = read_model_config(path)
     architecture = saved_architecture(path)
-    task = ARCHITECTURE_TASKS.get(architecture, "embeddings")
+    task = heads.for_saved(architecture, config.problem_type, config.num_labels).pipeline_task
     leaf = path.resolve()
-    name = f"{leaf.parent.name}-{leaf.name}" if leaf.name in ("best", "final") else leaf.name  # runs/sst2/best: sst2-best
+    # runs/sst2/best -> "sst2-best"
+    name = f"{leaf.parent.name}-{leaf.name}" if leaf.name in ("best", "final") else leaf.name
     front: dict[str, Any] = {"library_name": "litebert", "tags": ["albert", "litebert", HUB_PIPELINE_TAGS[task]],
                              "pipeline_tag": HUB_PIPELINE_TAGS[task]}
     if fmt == "hf":
@@ -94,7 +96,8 @@ def card_text(path: str | Path, training: Training | None = None) -> str:
     lines = ["---", *_yaml(front), "---", MARKER, "", f"# {name}", "",
              f"An ALBERT model ({architecture}: {shape}; {count_parameters(config):,} encoder and pooler "
              f"parameters), saved by litebert {__version__} in "
-             + ("Hugging Face format." if fmt == "hf" else "litebert's own format (it has no Hugging Face equivalent)."),
+             + ("Hugging Face format." if fmt == "hf"
+                else "litebert's own format (it has no Hugging Face equivalent)."),
              "", "## Training", ""]
     lines += _training_lines(training)
     if results:

@@ -32,23 +32,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from litebert import heads
 from litebert.errors import ConfigError, LitebertError
-from litebert.records import ARCHITECTURE_TASKS, ModelRecord, read_record
+from litebert.records import ModelRecord, read_record
 
-TASKS = ("text-classification", "token-classification", "question-answering", "multiple-choice", "fill-mask",
-         "embeddings")
+TASKS = heads.PIPELINE_TASKS
 BACKENDS = ("fp32", "bf16", "onnx")
 ONNX_FILE = "model.onnx"
-# Which export graph (litebert.export.TASKS) serves each pipeline task.
-EXPORT_TASKS = {"text-classification": "classification", "token-classification": "token-classification",
-                "question-answering": "qa", "multiple-choice": "multiple-choice", "fill-mask": "masked-lm",
-                "embeddings": "base"}
-# The model class each task runs (fill-mask needs the MLM head only, embeddings the encoder only).
-MODEL_CLASSES = {"text-classification": "AlbertForSequenceClassification",
-                 "token-classification": "AlbertForTokenClassification",
-                 "question-answering": "AlbertForQuestionAnswering",
-                 "multiple-choice": "AlbertForMultipleChoice", "fill-mask": "AlbertForMaskedLM",
-                 "embeddings": "AlbertModel"}
 WORD_RE = re.compile(r"\w+|[^\w\s]")
 
 
@@ -62,8 +52,7 @@ def pipeline(task: str | None, model: str | Path, backend: str = "fp32", *, batc
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     weights_dir, record = read_record(model)
     task = task or record.task
-    if task not in TASKS:
-        raise ConfigError(f"task {task!r} is not one of {', '.join(TASKS)}")
+    family = heads.for_pipeline(task)
     if task != "embeddings" and task != record.task:
         raise ConfigError(f"{model}: a {record.architecture} directory serves {record.task!r} (and 'embeddings'), "
                           f"not {task!r}")
@@ -77,14 +66,14 @@ def pipeline(task: str | None, model: str | Path, backend: str = "fp32", *, batc
     if runner.vocab_size is not None and runner.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{weights_dir}: the model's vocab_size {runner.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
-    return PIPELINES[task](record, tokenizer, runner, batch_size)
+    return family.pipeline_class()(record, tokenizer, runner, batch_size)
 
 
 def _onnx_path(weights_dir: Path, onnx_file, task: str, record: ModelRecord) -> Path:
     path = Path(onnx_file) if onnx_file else weights_dir / (record.onnx_file or ONNX_FILE)
     if not path.is_file():
         raise ConfigError(f"{path}: no ONNX file; export one with `litebert export-onnx {weights_dir} "
-                          f"--task {EXPORT_TASKS[task]} --out DIR` or pass onnx_file=")
+                          f"--task {heads.for_pipeline(task).export_task} --out DIR` or pass onnx_file=")
     if task == "embeddings" and record.task != "embeddings" and not onnx_file:
         raise ConfigError(f"{path} is the {record.task} graph; embeddings need the 'base' export (onnx_file=)")
     return path
@@ -114,7 +103,7 @@ class TorchRunner:
 
         if threads:
             torch.set_num_threads(threads)
-        model = getattr(models, MODEL_CLASSES[task]).from_pretrained(weights_dir)
+        model = models.MODEL_CLASSES[heads.for_pipeline(task).model_class].from_pretrained(weights_dir)
         fresh = [n for n in model.load_report.get("initialised", []) if "pooler" not in n or task != "embeddings"]
         if fresh:
             raise LitebertError(f"{weights_dir}: has no trained weights for {', '.join(fresh)}, which {task} "
@@ -167,6 +156,14 @@ class Pipeline:
     task: str
     params: tuple[str, ...] = ()  # keyword options of __call__
     model_keys = ("input_ids", "attention_mask", "token_type_ids")
+    # `serve`: the request item and parameter models (serving.request_models names), and one warm-up input
+    request: tuple[str, str] = ("TextItem", "NoParams")
+    warmup: Any = "warm up"
+
+    @classmethod
+    def from_request(cls, item: dict):
+        """A validated `serve` request item -> this pipeline's input form (default: its text)."""
+        return item["text"]
 
     def __init__(self, record: ModelRecord, tokenizer, runner, batch_size: int):
         self.record, self.tokenizer, self.runner, self.batch_size = record, tokenizer, runner, batch_size
@@ -268,6 +265,11 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 class TextClassification(Pipeline):
     task = "text-classification"
+    request = ("PairItem", "NoParams")
+
+    @classmethod
+    def from_request(cls, item):
+        return item["text"] if item.get("text_pair") is None else (item["text"], item["text_pair"])
 
     def check(self, item, index):
         if isinstance(item, dict):
@@ -318,6 +320,7 @@ class TokenClassification(Pipeline):
 
     task = "token-classification"
     params = ("aggregate",)
+    request = ("TextItem", "TokenParams")
 
     def check(self, item, index):
         text = _need_text(item, "text", index)
@@ -372,6 +375,9 @@ def entities(text: str, tagged: list[dict]) -> list[dict]:
 class QuestionAnswering(Pipeline):
     task = "question-answering"
     params = ("null_threshold",)
+    request = ("QAItem", "QAParams")
+    warmup = {"question": "what?", "context": "warm up"}
+    from_request = classmethod(lambda cls, item: item)
 
     def check(self, item, index):
         item = _need_dict(item, ("question", "context"), index)
@@ -401,6 +407,9 @@ class QuestionAnswering(Pipeline):
 
 class MultipleChoice(Pipeline):
     task = "multiple-choice"
+    request = ("ChoiceItem", "NoParams")
+    warmup = {"context": "warm up", "question": "what?", "options": ["a", "b"]}
+    from_request = classmethod(lambda cls, item: item)
 
     def check(self, item, index):
         item = _need_dict(item, ("context", "question", "options"), index)
@@ -433,6 +442,8 @@ class FillMask(Pipeline):
 
     task = "fill-mask"
     params = ("top_k",)
+    request = ("TextItem", "MaskParams")
+    warmup = "warm [MASK]"
 
     def check(self, item, index):
         return _need_text(item, "text", index)
@@ -465,6 +476,7 @@ class Embeddings(Pipeline):
 
     task = "embeddings"
     params = ("pooling", "normalize")
+    request = ("TextItem", "EmbedParams")
 
     def check(self, item, index):
         return _need_text(item, "text", index)
@@ -501,7 +513,3 @@ class Embeddings(Pipeline):
             sims = sims[0]  # [len(b)], or a scalar
         return sims.tolist()
 
-
-PIPELINES = {p.task: p for p in (TextClassification, TokenClassification, QuestionAnswering, MultipleChoice,
-                                 FillMask, Embeddings)}
-assert set(PIPELINES) == set(TASKS) and set(ARCHITECTURE_TASKS.values()) <= set(TASKS)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from litebert.errors import LitebertError
 from litebert.files import parse_json
+from litebert.rundir import resolve_run_dir
 
 PRETRAIN_PANELS = [
     ("loss", ["loss", "mlm_loss", "sop_loss", "eval_mlm_loss"]),
@@ -25,7 +26,7 @@ NOT_SCORES = {"step", "split", "examples", "truncated_words", "single_class_pred
 
 
 def read_metrics(run_dir: str | Path) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
+    path = resolve_run_dir(run_dir) / "metrics.jsonl"
     if not path.is_file():
         raise LitebertError(f"{path}: not found; is {run_dir} a run dir?")
     records = []

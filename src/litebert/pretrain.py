@@ -38,7 +38,8 @@ import torch.nn.functional as F
 
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
                                  load_state, read_verified, save_checkpoint, save_state)
-from litebert.config import AlbertConfig, PRESETS, RETIRED_FIELDS, option
+from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, PRESETS, RETIRED_FIELDS,
+                             AlbertConfig, at_least, check_options, closed, open_open, option)
 from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
 from litebert.data.store import TokenStore
 from litebert.device import (AUTO_PRECISION_HELP, PRECISIONS, autocast, check_device, first_line, is_out_of_memory,
@@ -69,11 +70,12 @@ class PretrainConfig:
                                          "built with)")
     out: str = option("runs/pretrain", "run directory: checkpoint-STEP/, final/, metrics.jsonl, run.json")
     # examples
-    max_seq_length: int = option(128, "tokens per example")
-    max_predictions_per_seq: int = option(20, "masked positions per example, at most")
-    masked_lm_prob: float = option(0.15, "share of tokens masked")
-    short_seq_prob: float = option(0.1, "share of examples cut shorter than --max-seq-length (the paper's 0.1)")
-    ngram: int = option(3, "longest masked n-gram (the paper's 3)")
+    max_seq_length: int = option(128, "tokens per example", check=at_least(8))
+    max_predictions_per_seq: int = option(20, "masked positions per example, at most", check=POSITIVE)
+    masked_lm_prob: float = option(0.15, "share of tokens masked", check=open_open(0.0, 1.0))
+    short_seq_prob: float = option(0.1, "share of examples cut shorter than --max-seq-length (the paper's 0.1)",
+                                   check=closed(0.0, 1.0))
+    ngram: int = option(3, "longest masked n-gram (the paper's 3)", check=closed(1, 10))
     objective: str = option("sop", "sentence-level objective: sop (ALBERT), nsp (BERT, for ablations) or none (MLM "
                                    "only)", choices=("sop", "nsp", "none"))
     single_sentence: str = option("random", "a one-sentence chunk: random (the official code: B from another "
@@ -85,88 +87,62 @@ class PretrainConfig:
     phases: str | None = option(None, "sequence-length schedule, e.g. 0.9:128,0.1:512 (default: all steps at "
                                       "--max-seq-length)")
     # optimisation
-    batch_size: int = option(256, "global batch per optimizer step, in sequences, over all ranks")
-    micro_batch_size: int = option(32, "sequences per rank and forward pass; accumulation makes up --batch-size")
-    steps: int = option(1000, "optimizer steps")
+    batch_size: int = option(256, "global batch per optimizer step, in sequences, over all ranks", check=POSITIVE)
+    micro_batch_size: int = option(32, "sequences per rank and forward pass; accumulation makes up --batch-size",
+                                   check=POSITIVE)
+    steps: int = option(1000, "optimizer steps", check=POSITIVE)
     warmup_steps: int | None = option(None, "linear warmup steps (default: 2.5% of --steps, the paper's 3,125 of "
-                                            "125k)")
-    lr: float = option(0.00176, "peak learning rate (the paper's 0.00176, at batch 4096)")
+                                            "125k)", check=NON_NEGATIVE)
+    lr: float = option(0.00176, "peak learning rate (the paper's 0.00176, at batch 4096)", check=LEARNING_RATE)
     optimizer: str = option("lamb", "lamb (the paper's), adamw, or adamw_official (the BERT code's AdamW)",
                                     choices=("lamb", "adamw", "adamw_official"))
-    weight_decay: float = option(0.01, "decoupled weight decay")
-    poly_power: float = option(1.0, "power of the polynomial decay after warmup (1: linear)")
+    weight_decay: float = option(0.01, "decoupled weight decay", check=NON_NEGATIVE)
+    poly_power: float = option(1.0, "power of the polynomial decay after warmup (1: linear)", check=ABOVE_ZERO)
     no_decay_lr_scale: float = option(1.0, "learning-rate multiplier for the biases and LayerNorm parameters, which "
                                            "get no weight decay and (under LAMB) no trust ratio (1: the official "
-                                           "optimizer; docs/recipes.md)")
-    max_grad_norm: float = option(1.0, "gradient clipping norm")
+                                           "optimizer; docs/recipes.md)", check=NON_NEGATIVE)
+    max_grad_norm: float = option(1.0, "gradient clipping norm", check=ABOVE_ZERO)
     # speed
     precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
     compile: bool = option(False, "torch.compile the model (a minute of compilation first)")
     gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
                                                  "slower")
-    dropout: float = option(0.0, "dropout in pretraining (ALBERT v2: 0)")
+    dropout: float = option(0.0, "dropout in pretraining (ALBERT v2: 0)", check=FRACTION)
     threads: int | None = option(None, "torch threads (default: torch's choice; under torchrun on CPU, cores / "
-                                       "ranks)")
+                                       "ranks)", check=POSITIVE)
     device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
-    num_workers: int = option(0, "data-loading processes (0: in the training process)")
+    num_workers: int = option(0, "data-loading processes (0: in the training process)", check=NON_NEGATIVE)
     # bookkeeping
-    seed: int = option(0, "seed of the initial weights, the masks and the data order")
-    log_every: int = option(10, "steps between log lines and metrics.jsonl records")
-    eval_every: int = option(0, "steps between held-out evaluations (0: only at the end)")
-    eval_batches: int = option(20, "micro-batches in each held-out evaluation")
+    seed: int = option(0, "seed of the initial weights, the masks and the data order", check=NON_NEGATIVE)
+    log_every: int = option(10, "steps between log lines and metrics.jsonl records", check=POSITIVE)
+    eval_every: int = option(0, "steps between held-out evaluations (0: only at the end)", check=NON_NEGATIVE)
+    eval_batches: int = option(20, "micro-batches in each held-out evaluation", check=POSITIVE)
     save_every: int = option(500, "steps between checkpoints (one is also saved at the end and at a "
-                                  "--max-time/--max-tokens stop)")
-    keep: int = option(3, "checkpoints kept (older ones are deleted)")
+                                  "--max-time/--max-tokens stop)", check=POSITIVE)
+    keep: int = option(3, "checkpoints kept (older ones are deleted)", check=POSITIVE)
     resume: str = option("auto", "auto: the newest complete checkpoint in --out; none: refuse a --out holding "
                                  "checkpoints; or a checkpoint dir")
     nan_policy: str = option("error", "on a non-finite loss or gradient: error (stop) or skip the step (within "
                                       "--nan-budget)", choices=("error", "skip"))
-    nan_budget: int = option(10, "skipped steps allowed under --nan-policy skip before stopping")
+    nan_budget: int = option(10, "skipped steps allowed under --nan-policy skip before stopping", check=NON_NEGATIVE)
     tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra; the same as "
                                       "--report-to tensorboard)")
     report_to: str | None = option(None, REPORT_TO_HELP)
     # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
-    max_time: str | None = option(None, "stop cleanly after this much wall-clock time, saving a checkpoint: seconds "
-                                        "or 30m, 2h, 1h30m (default: no limit)")
+    max_time: str | float | None = option(None, "stop cleanly after this much wall-clock time, saving a checkpoint: "
+                                                "seconds or 30m, 2h, 1h30m (default: no limit)")
     max_tokens: int | None = option(None, "stop cleanly after this many training tokens, saving a checkpoint "
-                                          "(default: no limit)")
+                                          "(default: no limit)", check=POSITIVE)
     health: bool = option(True, "log the representation-health figure (litebert.health) at every log step, and warn "
                                 "on a collapse (default: on)")
 
     def __post_init__(self) -> None:
-        checks = [
-            (self.steps >= 1, "steps", "must be >= 1"),
-            (self.batch_size >= 1 and self.micro_batch_size >= 1, "batch_size", "must be >= 1"),
-            (self.max_seq_length >= 8, "max_seq_length", "must be >= 8"),
-            (1 <= self.max_predictions_per_seq <= self.max_seq_length, "max_predictions_per_seq",
+        check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
+        checks = [  # the rules that relate two fields
+            (self.max_predictions_per_seq <= self.max_seq_length, "max_predictions_per_seq",
              "must be in [1, max_seq_length]"),
-            (0 < self.masked_lm_prob < 1, "masked_lm_prob", "must be in (0, 1)"),
-            (0 <= self.short_seq_prob <= 1, "short_seq_prob", "must be in [0, 1]"),
-            (1 <= self.ngram <= 10, "ngram", "must be in [1, 10]"),
-            (self.objective in ("sop", "nsp", "none"), "objective", "must be sop, nsp or none"),
-            (self.single_sentence in ("random", "split", "skip"), "single_sentence", "must be random, split or skip"),
-            (self.short_seq_draw in ("chunk", "document"), "short_seq_draw", "must be chunk or document"),
-            (self.mask_unit in ("word", "token"), "mask_unit", "must be word or token"),
-            (self.lr > 0 and math.isfinite(self.lr), "lr", "must be a positive number"),
-            (self.optimizer in ("lamb", "adamw", "adamw_official"), "optimizer", "must be lamb, adamw or adamw_official"),
-            (self.max_grad_norm > 0, "max_grad_norm", "must be > 0"),
-            (0 <= self.dropout < 1, "dropout", "must be in [0, 1)"),
-            (self.nan_policy in ("error", "skip"), "nan_policy", "must be error or skip"),
-            (self.nan_budget >= 0, "nan_budget", "must be >= 0"),
-            (self.keep >= 1, "keep", "must be >= 1"),
-            (self.log_every >= 1 and self.save_every >= 1, "log_every/save_every", "must be >= 1"),
-            (self.warmup_steps is None or 0 <= self.warmup_steps <= self.steps, "warmup_steps",
-             "must be in [0, steps]"),
-            (self.weight_decay >= 0, "weight_decay", "must be >= 0"),
-            (self.no_decay_lr_scale >= 0 and math.isfinite(self.no_decay_lr_scale), "no_decay_lr_scale",
-             "must be a number >= 0"),
-            (self.num_workers >= 0, "num_workers", "must be >= 0 (0: load data in the training process)"),
-            (self.threads is None or self.threads >= 1, "threads", "must be >= 1"),
-            (self.seed >= 0, "seed", "must be >= 0"),
-            (self.eval_batches >= 1, "eval_batches", "must be >= 1"),
-            (self.eval_every >= 0, "eval_every", "must be >= 0 (0: only at the end)"),
+            (self.warmup_steps is None or self.warmup_steps <= self.steps, "warmup_steps", "must be in [0, steps]"),
             (bool(self.resume), "resume", "must be auto, none or a checkpoint directory"),
-            (self.max_tokens is None or self.max_tokens >= 1, "max_tokens", "must be >= 1"),
         ]
         for ok, name, why in checks:
             if not ok:

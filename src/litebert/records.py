@@ -1,10 +1,13 @@
-"""What a model directory says about itself: its config, its head, and the task it was fine-tuned for.
+"""What a model directory says about itself: its head family, task, labels, lengths and precision.
 
 Inference reads everything it needs from these records, so a user never repeats a flag the training run
-already set. Sources, first found wins:
+already set, and a copied `best/` answers exactly as the run dir does. Sources, first found wins:
 - `inference.json` beside an exported `model.onnx` (written by `export-onnx`; a self-contained directory);
-- otherwise `config.json` (architecture, labels, problem type, SQuAD v2 head, positions) plus, for a
-  fine-tuning run, `finetune.json` (task name, max_seq_length, doc stride, answer-length limits).
+- otherwise `config.json` (architecture, label names as `id2label`, problem type, SQuAD v2 head, positions)
+  plus the identity record `litebert.json` saved beside the weights by every save of a fine-tuned model
+  (task, single or pair input, the label values of the data, trained max_seq_length, doc stride, answer
+  limits, the precision it was evaluated at);
+- a directory saved before the identity record existed: a fine-tuning run's `finetune.json` beside `best/`.
 
 A run directory means the checkpoint `rundir.resolve_model_dir` picks for every `--model` (a fine-tuning run's
 `best/`, a pretraining run's newest complete checkpoint). No torch here: the ONNX path imports this.
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from litebert import heads
 from litebert.config import AlbertConfig, dataclass_from_dict
 from litebert.errors import CheckpointError, ConfigError
 from litebert.files import read_json
@@ -25,19 +29,10 @@ from litebert.rundir import resolve_model_dir
 CONFIG_NAME = "config.json"
 FINETUNE_RECORD = "finetune.json"
 INFERENCE_RECORD = "inference.json"
-
-# Pipeline task per saved architecture; "embeddings" works on any directory (the encoder alone).
-ARCHITECTURE_TASKS = {
-    "AlbertForSequenceClassification": "text-classification",
-    "AlbertForTokenClassification": "token-classification",
-    "AlbertForQuestionAnswering": "question-answering",
-    "AlbertForMultipleChoice": "multiple-choice",
-    "AlbertForMaskedLM": "fill-mask",
-    "AlbertForPreTraining": "fill-mask",
-    "AlbertModel": "embeddings",
-}
-PROBLEM_HEADS = {"regression": "regression", "multi_label_classification": "multilabel",
-                 "single_label_classification": "classification"}
+IDENTITY_RECORD = "litebert.json"  # beside the weights of every fine-tuned model directory
+# The identity fields a fine-tuning run records (IDENTITY_RECORD); the rest of ModelRecord comes from config.json.
+IDENTITY_FIELDS = ("finetune_task", "input", "label_values", "max_seq_length", "doc_stride", "max_query_length",
+                   "n_best", "max_answer_length", "version_2", "precision", "custom")
 
 
 def read_json_object(path: Path) -> dict:
@@ -50,12 +45,17 @@ def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:
     config_path = Path(path) / CONFIG_NAME
     data = read_json_object(config_path)
     if data.get("model_type") == "albert":
-        return AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
-    if data.get("format") == "litebert":
+        config, fmt = AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
+    elif data.get("format") == "litebert":
         fields = {k: v for k, v in data.items() if k not in ("format", "architecture")}
-        return AlbertConfig.from_dict(fields, source=str(config_path)), "litebert"
-    raise CheckpointError(f"{config_path}: neither a Hugging Face ALBERT config (model_type 'albert') nor a "
-                          "litebert one; for an official albert_config.json use `litebert convert`")
+        config, fmt = AlbertConfig.from_dict(fields, source=str(config_path)), "litebert"
+    else:
+        raise CheckpointError(f"{config_path}: neither a Hugging Face ALBERT config (model_type 'albert') nor a "
+                              "litebert one; for an official albert_config.json use `litebert convert`")
+    from litebert.memory import check_model_memory
+
+    check_model_memory(config, str(config_path))  # every loader passes here before it builds the model
+    return config, fmt
 
 
 def saved_architecture(path: str | Path) -> str:
@@ -69,12 +69,17 @@ def saved_architecture(path: str | Path) -> str:
 class ModelRecord:
     """Everything inference needs to know about a model directory besides its weights and tokenizer."""
 
-    task: str  # pipeline task (ARCHITECTURE_TASKS values)
+    task: str  # pipeline task (heads.PIPELINE_TASKS)
     architecture: str
-    head: str  # classification | regression | multilabel | token | span | choice | mlm | base
-    labels: list[str] | None
+    head: str  # a heads.FAMILIES name: classification | regression | multilabel | token | span | choice | mlm | base
+    labels: list[str] | None  # label names, in id order (config.json id2label)
     max_seq_length: int
     finetune_task: str | None = None  # e.g. "sst-2", "squad2.0", "custom"
+    input: str | None = None  # "single" or "pair" (sentence tasks); None: unknown (an old directory) or n/a
+    label_values: list[str] | None = None  # the labels as the task's data spells them ("0", "1"), in id order
+    precision: str | None = None  # the precision the model was evaluated at when saved
+    custom: dict | None = None  # a custom task: format, text_columns, label_column
+    identity: str = "config"  # where the task facts came from: identity record, run record, or config alone
     version_2: bool = False  # SQuAD v2.0: "no answer" is a possible prediction
     doc_stride: int = 128
     max_query_length: int = 64
@@ -100,8 +105,11 @@ def read_record(model_dir: str | Path) -> tuple[Path, ModelRecord]:
         return weights_dir, ModelRecord.from_dict(read_json_object(path), str(path))
     config, _ = read_model_config(weights_dir)
     architecture = saved_architecture(weights_dir)
+    family = heads.for_saved(architecture, config.problem_type, config.num_labels)
+    if (weights_dir / IDENTITY_RECORD).is_file():
+        return weights_dir, _from_identity(weights_dir, config, architecture, family)
     run = _finetune_settings(weights_dir)
-    head = _head(architecture, config)
+    head = family.name
     version_2 = bool(config.qa_answerability)
     finetune_task = run.get("task")
     if finetune_task and finetune_task != "custom":
@@ -111,14 +119,41 @@ def read_record(model_dir: str | Path) -> tuple[Path, ModelRecord]:
             version_2 = version_2 or get_task(finetune_task).version_2
         except ConfigError:
             pass  # a task this version does not know: the config alone decides
-    default_length = 384 if head == "span" else 512
     record = ModelRecord(
-        task=ARCHITECTURE_TASKS.get(architecture, "embeddings"), architecture=architecture, head=head,
-        labels=list(config.label_names) if config.label_names else _default_labels(head, config),
-        max_seq_length=min(run.get("max_seq_length") or default_length, config.max_position_embeddings),
-        finetune_task=finetune_task, version_2=version_2,
+        task=family.pipeline_task, architecture=architecture, head=head,
+        labels=list(config.label_names) if config.label_names else _default_labels(family, config),
+        max_seq_length=min(run.get("max_seq_length") or family.default_max_length, config.max_position_embeddings),
+        finetune_task=finetune_task, version_2=version_2, identity="run record" if run else "config",
         **{k: run[k] for k in ("doc_stride", "max_query_length", "n_best", "max_answer_length") if run.get(k)})
     return weights_dir, record
+
+
+def _from_identity(weights_dir: Path, config: AlbertConfig, architecture: str, family) -> ModelRecord:
+    path = weights_dir / IDENTITY_RECORD
+    data = read_json_object(path)
+    unknown = sorted(set(data) - set(IDENTITY_FIELDS) - {"head", "format_version"})
+    if unknown:
+        raise CheckpointError(f"{path}: unknown field {unknown[0]!r} (known: {', '.join(IDENTITY_FIELDS)})")
+    if data.get("head") not in (None, family.name):
+        raise CheckpointError(f"{path}: head {data['head']!r}, but config.json is a {family.name} model "
+                              f"({architecture}); the directory mixes two models")
+    fields = {k: data[k] for k in IDENTITY_FIELDS if data.get(k) is not None}
+    fields["max_seq_length"] = min(fields.get("max_seq_length") or family.default_max_length,
+                                   config.max_position_embeddings)
+    fields["version_2"] = bool(fields.get("version_2") or config.qa_answerability)
+    labels = list(config.label_names) if config.label_names else _default_labels(family, config)
+    record = ModelRecord(task=family.pipeline_task, architecture=architecture, head=family.name, labels=labels,
+                         identity="identity record", **fields)
+    if record.label_values is not None and labels is not None and len(record.label_values) != len(labels):
+        raise CheckpointError(f"{path}: {len(record.label_values)} label_values for the {len(labels)} labels of "
+                              f"config.json")
+    return record
+
+
+def identity_dict(record: ModelRecord) -> dict[str, Any]:
+    """The record's task facts as IDENTITY_RECORD holds them (config.json holds the rest)."""
+    data = {"head": record.head, **{k: getattr(record, k) for k in IDENTITY_FIELDS}}
+    return {k: v for k, v in data.items() if v is not None}
 
 
 def _finetune_settings(weights_dir: Path) -> dict:
@@ -129,17 +164,7 @@ def _finetune_settings(weights_dir: Path) -> dict:
     return {}
 
 
-def _head(architecture: str, config: AlbertConfig) -> str:
-    if architecture == "AlbertForSequenceClassification":
-        if config.problem_type:
-            return PROBLEM_HEADS[config.problem_type]
-        return "regression" if config.num_labels == 1 else "classification"
-    return {"AlbertForTokenClassification": "token", "AlbertForQuestionAnswering": "span",
-            "AlbertForMultipleChoice": "choice", "AlbertForMaskedLM": "mlm",
-            "AlbertForPreTraining": "mlm"}.get(architecture, "base")
-
-
-def _default_labels(head: str, config: AlbertConfig) -> list[str] | None:
-    if head in ("classification", "multilabel", "token"):
+def _default_labels(family, config: AlbertConfig) -> list[str] | None:
+    if family.has_labels:
         return [f"LABEL_{i}" for i in range(config.num_labels)]
     return None

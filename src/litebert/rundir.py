@@ -3,6 +3,7 @@
 - a model directory (config.json + model.safetensors): itself;
 - a fine-tuning run directory (best/ and finetune.json): its best/ checkpoint;
 - a pretraining run directory (checkpoint-STEP/ dirs, final/): its newest complete checkpoint, else final/;
+- a `litebert demo` directory (its pretraining run in `pretrain/`, beside corpus, tokenizer and store): that run;
 - a Hub id: its snapshot in the local Hugging Face cache (hub_cache.py);
 - a preset name: an error wherever weights are needed, since a preset is an architecture with no weights.
 
@@ -15,6 +16,25 @@ import sys
 from pathlib import Path
 
 from litebert.errors import CheckpointError
+
+# Where `litebert demo` puts its pretraining run inside its own directory (beside corpus.txt, tokenizer/, store/).
+DEMO_RUN = "pretrain"
+
+
+def resolve_run_dir(spec: str | Path) -> Path:
+    """The run directory `spec` names: itself, or for a `litebert demo` directory the pretraining run inside it.
+
+    A directory is a demo directory when it has no run files of its own (metrics.jsonl, run.json) and holds a
+    `pretrain/` run that has them; `plot`, `--model` and every other reader of run dirs go through here."""
+    path = Path(spec)
+    inner = path / DEMO_RUN
+    if not _is_run(path) and _is_run(inner):
+        return inner
+    return path
+
+
+def _is_run(path: Path) -> bool:
+    return (path / "metrics.jsonl").is_file() or (path / "run.json").is_file()
 
 
 def resolve_model_dir(spec: str | Path, quiet: bool = False) -> Path:
@@ -34,6 +54,11 @@ def resolve_model_dir(spec: str | Path, quiet: bool = False) -> Path:
         return resolve_model_path(spec)
     if (path / "model.safetensors").is_file():
         return path
+    if (run := resolve_run_dir(path)) != path:
+        picked = resolve_model_dir(run, quiet=True)
+        if not quiet and picked != run:
+            print(f"--model {spec}: using {picked} (the model the demo run {spec} pretrained)", file=sys.stderr)
+        return picked
     picked, why = None, ""
     if (path / "best" / "model.safetensors").is_file():
         picked, why = path / "best", "the best checkpoint of fine-tuning run"

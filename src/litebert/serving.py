@@ -29,7 +29,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
 
-from litebert.config import option
+from litebert.config import ABOVE_ZERO, NON_NEGATIVE, POSITIVE, check_options, closed, option
 from litebert.errors import ConfigError, LitebertError
 
 ENV_CONFIG = "LITEBERT_SERVE_CONFIG"  # how --workers N passes the settings to each worker process
@@ -40,35 +40,36 @@ class ServeConfig:
     model: str = option(help="model directory, fine-tuning run directory, or export-onnx directory (its task is "
                              "served)")
     host: str = option("127.0.0.1", "address to listen on (default: 127.0.0.1, this machine only)")
-    port: int = option(8080, "port to listen on")
-    workers: int = option(1, "server processes, each with its own copy of the model")
+    port: int = option(8080, "port to listen on", check=closed(1, 65535))
+    workers: int = option(1, "server processes, each with its own copy of the model", check=POSITIVE)
     backend: str = option("fp32", "fp32 | bf16 | onnx")
     onnx_file: str | None = option(None, "the .onnx file for --backend onnx (default: the one in the export "
                                          "directory)")
     batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
                                   "call each)")
-    max_batch_size: int = option(32, "most items per model call")
-    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more (default: 5)")
-    max_items: int = option(64, "most texts per request")
-    max_text_chars: int = option(20_000, "longest text field, in characters")
-    max_request_bytes: int = option(1_000_000, "largest request body")
+    max_batch_size: int = option(32, "most items per model call", check=POSITIVE)
+    max_wait_ms: float = option(5.0, "how long a batch's first request waits for more, when more are expected "
+                                     "(as many as came with the last batch; default: 5)", check=closed(0, 60_000))
+    wait_when_idle: bool = option(False, "a lone request, too, waits the full --max-wait-ms for company (default: "
+                                         "off: it goes at once)")
+    max_items: int = option(64, "most texts per request", check=POSITIVE)
+    max_text_chars: int = option(20_000, "longest text field, in characters", check=POSITIVE)
+    max_request_bytes: int = option(1_000_000, "largest request body", check=POSITIVE)
     timeout_s: float = option(30.0, "per-request limit, queueing included; past it the answer is a 504 "
-                                      "(default: 30)")
-    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)")
-    graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)")
+                                      "(default: 30)", check=ABOVE_ZERO)
+    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)",
+                                 check=POSITIVE)
+    graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)",
+                               check=NON_NEGATIVE)
+
+    def __post_init__(self) -> None:
+        check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
 
     def check(self) -> "ServeConfig":
-        positive = ("port", "workers", "max_batch_size", "max_items", "max_text_chars", "max_request_bytes")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         from litebert.pipelines import BACKENDS
 
         if self.backend not in BACKENDS:
             raise ConfigError(f"--backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
-        for name in ("max_wait_ms", "timeout_s", "graceful_s"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         return self
 
 
@@ -122,9 +123,10 @@ def request_models(task: str, max_items: int, max_chars: int):
         pooling: Literal["mean", "cls"] = "mean"
         normalize: bool = False
 
-    item, params = {"text-classification": (PairItem, NoParams), "token-classification": (TextItem, TokenParams),
-                    "question-answering": (QAItem, QAParams), "multiple-choice": (ChoiceItem, NoParams),
-                    "fill-mask": (TextItem, MaskParams), "embeddings": (TextItem, EmbedParams)}[task]
+    from litebert.heads import for_pipeline
+
+    models = locals()
+    item, params = (models[name] for name in for_pipeline(task).pipeline_class().request)
 
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,
@@ -137,15 +139,6 @@ def build_pipeline(cfg: ServeConfig):
 
     return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
                     threads=cfg.threads)
-
-
-def _item_to_pipeline(task: str, item: dict):
-    """A validated request item -> the pipeline's input form."""
-    if task == "text-classification":
-        return item["text"] if item.get("text_pair") is None else (item["text"], item["text_pair"])
-    if task in ("token-classification", "fill-mask", "embeddings"):
-        return item["text"]
-    return item
 
 
 def create_app(cfg: ServeConfig, pipe=None):
@@ -175,8 +168,9 @@ def create_app(cfg: ServeConfig, pipe=None):
         except ConfigError:
             pass  # an ONNX task graph has no encoder output: /embed answers 404
         for task, p in state["pipes"].items():
-            await asyncio.to_thread(p, WARMUP[task])  # first call pays one-off costs, not a user's request
-            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching)
+            await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
+            batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
+                              wait_when_idle=cfg.wait_when_idle)
             batcher.start()
             state["batchers"][task] = batcher
         state["ready"] = True
@@ -211,7 +205,8 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def answer(task: str, body) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
-        items = [_item_to_pipeline(task, i.model_dump()) for i in body.inputs]
+        from_request = state["pipes"][task].from_request
+        items = [from_request(i.model_dump()) for i in body.inputs]
         params = body.parameters.model_dump()
         try:
             outputs = await asyncio.wait_for(state["batchers"][task].submit(items, params), cfg.timeout_s)
@@ -253,13 +248,6 @@ def create_app(cfg: ServeConfig, pipe=None):
                 "model_calls": {t: b.batches for t, b in state["batchers"].items()}}
 
     return app
-
-
-# One short input per task, run once at startup.
-WARMUP = {"text-classification": ["warm up"], "token-classification": ["warm up"],
-          "question-answering": [{"question": "what?", "context": "warm up"}],
-          "multiple-choice": [{"context": "warm up", "question": "what?", "options": ["a", "b"]}],
-          "fill-mask": ["warm [MASK]"], "embeddings": ["warm up"]}
 
 
 def _error(status: int, message: str, field: str | None):

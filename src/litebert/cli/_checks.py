@@ -10,48 +10,24 @@ vocabulary) are checked where the model is loaded.
 from __future__ import annotations
 
 import math
-from typing import Callable
-
+from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, Rule, at_least, closed,
+                             open_closed)
 from litebert.errors import ConfigError
-
-Rule = tuple[Callable[[float], bool], str]
-
-
-def _at_least(n: int) -> Rule:
-    return (lambda v: v >= n), f"must be >= {n}"
-
-
-def _open_closed(lo: float, hi: float) -> Rule:
-    return (lambda v: lo < v <= hi), f"must be in ({lo:g}, {hi:g}]"
-
-
-def _closed_open(lo: float, hi: float) -> Rule:
-    return (lambda v: lo <= v < hi), f"must be in [{lo:g}, {hi:g})"
-
-
-def _closed(lo: float, hi: float) -> Rule:
-    return (lambda v: lo <= v <= hi), f"must be in [{lo:g}, {hi:g}]"
-
-
-POSITIVE = _at_least(1)
-NON_NEGATIVE = _at_least(0)
-FRACTION = _closed_open(0.0, 1.0)
 
 # By argparse destination (the flag without "--", "-" as "_"). A value of None means "not given" and is skipped.
 RULES: dict[str, Rule] = {
-    # learning rates: a step size above 1 is never meaningful for LAMB or AdamW (1e300 overflows at once)
-    **{name: _open_closed(0.0, 1.0) for name in ("lr", "finetune_lr")},
-    "epochs": ((lambda v: v > 0), "must be > 0"),
-    "warmup_ratio": _closed(0.0, 1.0),
+    **{name: LEARNING_RATE for name in ("lr", "finetune_lr")},
+    "epochs": ABOVE_ZERO,
+    "warmup_ratio": closed(0.0, 1.0),
     "masked_lm_prob": ((lambda v: 0 < v < 1), "must be in (0, 1)"),
-    "short_seq_prob": _closed(0.0, 1.0),
+    "short_seq_prob": closed(0.0, 1.0),
     "validation_fraction": FRACTION,
     **{name: FRACTION for name in ("dropout", "albert_dropout", "classifier_dropout")},
-    "max_grad_norm": ((lambda v: v > 0), "must be > 0"),
+    "max_grad_norm": ABOVE_ZERO,
     **{name: NON_NEGATIVE for name in ("weight_decay", "no_decay_lr_scale")},
-    "character_coverage": _open_closed(0.0, 1.0),
-    "max_seq_length": _at_least(8),
-    "opset": _at_least(1),
+    "character_coverage": open_closed(0.0, 1.0),
+    "max_seq_length": at_least(8),
+    "opset": at_least(1),
     **{name: POSITIVE for name in (
         "steps", "batch_size", "micro_batch_size", "eval_batch_size", "grad_accum", "log_every", "save_every",
         "eval_batches", "keep", "top_k", "workers", "threads", "num_threads", "vocab_size", "max_predictions_per_seq",

@@ -26,15 +26,15 @@ def add_dataclass_args(parser, cls, required: tuple[str, ...] = (), skip: tuple[
     The help text and the allowed values come from the field itself (`config.option`): every field says what its
     default means; a non-None default is appended. `flags` renames a field's flag (field -> "--flag")."""
     import dataclasses
-    import typing
 
-    hints = typing.get_type_hints(cls)
+    from litebert.config import field_types
+
+    types = field_types(cls)
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
         flag = (flags or {}).get(f.name, "--" + f.name.replace("_", "-"))
-        kind = hints[f.name]
-        base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)
+        base = types[f.name][0][0]
         text = field_help(f)  # (tests/test_cli.py fails on an option without a help text)
         if f.default is not None and f.default is not dataclasses.MISSING and f.default != "" \
                 and "default" not in text:
@@ -44,12 +44,13 @@ def add_dataclass_args(parser, cls, required: tuple[str, ...] = (), skip: tuple[
         choices = f.metadata.get("choices")
         extra = {"metavar": "{" + ",".join(choices) + "}"} if choices else {}
         if base is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=f.default,
-                                help=text)
+            action = parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                                         default=f.default, help=text)
         else:
             default = None if f.name in required or f.default is dataclasses.MISSING else f.default
-            parser.add_argument(flag, dest=f.name, type=base, default=default, required=f.name in required,
-                                help=text, **extra)
+            action = parser.add_argument(flag, dest=f.name, type=base, default=default,
+                                         required=f.name in required, help=text, **extra)
+        action.option_field = (f, types[f.name])  # a --config file's value for it is checked as the field is
 
 
 def field_help(field) -> str:
@@ -72,18 +73,36 @@ def add_config_option(parser) -> None:
                         help="read options from a JSON or YAML file (keys are the option names with _ or -; a run "
                              "record this command wrote, finetune.json or run.json, repeats that run); flags given "
                              "on the command line win (default: none)")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved options (defaults, --config file, flags) as JSON in the form "
+                             "--config reads, and exit without running")
+
+
+def print_config(options) -> None:
+    """--print-config: the options dataclass as JSON that --config reads back to the same options."""
+    import dataclasses
+    import json
+
+    print(json.dumps(dataclasses.asdict(options), indent=2))
+
+
+CONFIG_LIMIT = 2 ** 20  # bytes: an options file is a few kilobytes; /dev/zero or a mistyped path to data is not
 
 
 def read_config_file(path: str) -> dict:
     """The options in a --config file: a flat mapping, or a run record whose options sit under "train"."""
     from litebert.errors import ConfigError
-    from litebert.files import parse_json
+    from litebert.files import parse_json, read_small_text
 
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_small_text(file, CONFIG_LIMIT)
     except OSError as e:
         raise ConfigError(f"--config {path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"--config {path}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+    except ValueError as e:  # not a regular file, or too large
+        raise ConfigError(f"--config {e}") from None
     if file.suffix in (".yaml", ".yml"):
         try:
             import yaml
@@ -114,6 +133,21 @@ def config_path_in(argv: list[str]) -> str | None:
     return None
 
 
+def _checked_file_value(action, value, shown: str):
+    """A --config value for `action`, checked as the option's own field checks it (type, choices, rule), or, for
+    a flag without a field, against the flag's type."""
+    from litebert.config import check_field, check_value
+
+    if hasattr(action, "option_field"):
+        field, types = action.option_field
+        return check_field(field, types, value, shown)
+    if isinstance(action, (argparse.BooleanOptionalAction, argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        kind = bool
+    else:
+        kind = action.type if action.type in (int, float, str) else str
+    return check_value(value, (kind,), True, shown, action.choices)
+
+
 def apply_config_file(parser, path: str, ignore: tuple[str, ...] = ()) -> None:
     """The file's values become `parser`'s defaults (flags on the command line still win).
 
@@ -127,6 +161,10 @@ def apply_config_file(parser, path: str, ignore: tuple[str, ...] = ()) -> None:
     if unknown:
         raise ConfigError(f"--config {path}: unknown option(s) {', '.join(unknown)}; known: "
                           f"{', '.join(sorted(known - {'help', 'config', 'func'}))}")
+    for action in parser._actions:  # argparse converts what is typed on the line, never a default: check here
+        if action.dest in values and action.dest not in ("help", "config"):
+            values[action.dest] = _checked_file_value(action, values[action.dest], f"--config {path}: key "
+                                                                                   f"'{action.dest}' =")
     parser.set_defaults(**{k: v for k, v in values.items() if k in known and k != "config"})
     for action in parser._actions:  # a required option the file provides is no longer required on the line
         if action.dest in values and values[action.dest] is not None:

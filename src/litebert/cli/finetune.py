@@ -5,7 +5,7 @@ import json
 import sys
 
 from litebert.cli._common import (add_alias, add_command, add_config_option, add_dataclass_args, dataclass_from_args,
-                                  field_help)
+                                  field_help, print_config)
 
 CUSTOM = ("format", "text_columns", "label_column", "head")  # evaluate and predict take these fine-tuning options
 
@@ -85,7 +85,11 @@ def run_finetune(args) -> int:
     task = args.task_name or getattr(args, "task", None)
     if not task:
         raise ConfigError("give the TASK (e.g. litebert finetune sst-2 ...), or --config with a task")
-    result = finetune(dataclass_from_args(FinetuneConfig, args, task=task))
+    cfg = dataclass_from_args(FinetuneConfig, args, task=task)
+    if args.print_config:
+        print_config(cfg)
+        return 0
+    result = finetune(cfg)
     print(json.dumps(result, indent=2, default=str))
     return 0
 

@@ -1,6 +1,7 @@
 """`litebert pretrain` and `litebert plot`."""
 
-from litebert.cli._common import add_alias, add_command, add_config_option, add_dataclass_args, dataclass_from_args
+from litebert.cli._common import (add_alias, add_command, add_config_option, add_dataclass_args, dataclass_from_args,
+                                  print_config)
 
 
 def register(sub) -> None:
@@ -35,7 +36,11 @@ def run_pretrain(args) -> int:
         if not 0 <= args.warmup_ratio <= 1:
             raise ConfigError(f"--warmup-ratio {args.warmup_ratio}: must be in [0, 1]")
         args.warmup_steps = round(args.warmup_ratio * args.steps)
-    pretrain(dataclass_from_args(PretrainConfig, args))
+    cfg = dataclass_from_args(PretrainConfig, args)
+    if args.print_config:
+        print_config(cfg)
+        return 0
+    pretrain(cfg)
     return 0
 
 

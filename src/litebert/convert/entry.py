@@ -25,6 +25,7 @@ from litebert.convert.tf_map import TF_SOURCES, ConversionReport, load_tf_albert
 from litebert.errors import ConversionError
 from litebert.files import check_output, read_json
 from litebert.hub_cache import resolve_model_path
+from litebert.memory import check_model_memory
 from litebert.model import MODEL_CLASSES
 from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
 
@@ -157,10 +158,11 @@ def load_hf_albert(folder: str | Path, allow_unused: bool = False
         hint = (" (it is already a litebert directory: load it with from_pretrained)" if kind == "litebert"
                 else "; for a TF checkpoint use --from tf|tfhub|albert_zh")
         raise ConversionError(f"{config_path}: model_type is {kind!r}, not 'albert'{hint}")
+    config = AlbertConfig.from_hf_dict(hf_config, source=str(config_path))
+    check_model_memory(config, str(config_path))  # absurd sizes are refused before any tensor is read
     state, weights = _read_safetensors(folder)
     report = HFDirReport(checkpoint=str(folder), source="hf", layout=weights, config_file=str(config_path))
-    state = _sort_hf_tensors(state, AlbertConfig.from_hf_dict(hf_config, source=str(config_path)), allow_unused,
-                             report)
+    state = _sort_hf_tensors(state, config, allow_unused, report)
     return hf_config, state, report
 
 
@@ -199,6 +201,7 @@ def build_model(hf_config: dict[str, Any], hf_state: dict[str, torch.Tensor], re
     hint = next(iter(hf_config.get("architectures") or []), None)
     name = choose_model_class(hf_state, hint)
     config = AlbertConfig.from_hf_dict(hf_config, source=report.config_file or "converted config")
+    check_model_memory(config, report.config_file or "converted config")
     if "classifier.weight" in hf_state and name != "AlbertForMultipleChoice":  # [num_labels, H]; choices: [1, H]
         n = int(hf_state["classifier.weight"].shape[0])
         config = config if config.num_labels == n else config.replace(num_labels=n, label_names=None)

@@ -38,11 +38,12 @@ from litebert.data.ner import read_conll
 from litebert.data.race import read_race
 from litebert.data.squad import read_cmrc2018, read_squad
 from litebert.errors import ConfigError, DataFormatError, where
+from litebert.heads import FINETUNE_HEADS
 from litebert.files import parse_json
 
 logger = logging.getLogger(__name__)
 
-HEADS = ("classification", "regression", "multilabel", "token", "span", "choice")
+HEADS = FINETUNE_HEADS  # the head families fine-tuning knows (litebert.heads)
 FORMATS = ("glue-tsv", "tsv", "csv", "jsonl", "conll", "squad", "cmrc2018", "race")
 
 

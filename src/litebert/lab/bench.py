@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from litebert.config import AlbertConfig
-from litebert.device import autocast, cpu_flags, synchronize
+from litebert.device import autocast, cpu_bf16_speedup, cpu_flags, resolve_precision, synchronize
 
 # ------------------------------------------------------------------------------------------------ timing engine
 
@@ -216,8 +216,34 @@ def calibration_side(device: torch.device, precision: str, m: int, k: int, n: in
                 flops_per_step=flops, note="the MFU denominator")
 
 
+def host_kind() -> str:
+    """The host's kind of arithmetic, which decides what a CPU figure means: the bf16 instructions it has, and
+    whether the start-up probe found bf16 matmuls faster than fp32 there (precision "auto"'s choice). The flags
+    alone do not say it: with AMX bf16 runs several times faster than fp32; with AVX512-BF16 and no AMX it ran at
+    ~0.5-0.7x fp32 on one Intel host and ~2x on an AMD EPYC one. Figures from hosts of different kinds are never
+    compared as if they were one (docs/benchmarks.md keeps one table per kind)."""
+    flags = cpu_flags()
+    isa = ("AMX" if "amx_bf16" in flags else "AVX512-BF16 no AMX" if "avx512_bf16" in flags
+           else "no bf16 instructions")
+    return f"{isa}, auto {resolve_precision('auto', torch.device('cpu'))}"
+
+
+def host_arithmetic() -> dict[str, Any]:
+    """The host kind and the start-up probe's bf16 speed-up (fp32 time / bf16 time of the same one-core matmul,
+    `litebert.device.cpu_bf16_speedup`, measured once per process)."""
+    return {"host_kind": host_kind(), "bf16_speedup": round(cpu_bf16_speedup(), 2)}
+
+
+def host_line() -> str:
+    """One line naming the machine and its arithmetic, for every benchmark's output."""
+    info = machine_info()
+    return (f"{info['cpu']}, {info['logical_cpus']} logical CPUs; host kind: {info['host_kind']} (bf16 matmul "
+            f"{info['bf16_speedup']:.2f}x fp32 by the probe); torch {info['torch']}; load average "
+            f"{info.get('load_average', '?')}")
+
+
 def machine_info(device: torch.device | None = None) -> dict[str, Any]:
-    """What the numbers were measured on."""
+    """What the numbers were measured on, the host's arithmetic included (`host_arithmetic`)."""
     cpu = platform.processor() or "unknown"
     try:
         for line in open("/proc/cpuinfo"):
@@ -230,7 +256,8 @@ def machine_info(device: torch.device | None = None) -> dict[str, Any]:
     info = {"cpu": cpu, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "cpu_features": " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8")
                                      if f in flags) or "unknown",
-            "python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform()}
+            **host_arithmetic(), "python": platform.python_version(), "torch": torch.__version__,
+            "platform": platform.platform()}
     try:
         import transformers
 
