@@ -62,6 +62,7 @@ def fresh_venv(root: Path) -> tuple[Path, dict]:
     return python, env
 
 
+@pytest.mark.slow  # a wheel build and five litebert processes: ~45 s on the 2-core machine under load
 def test_a_wheel_installs_into_a_fresh_venv_and_runs_the_pipeline(tmp_path):
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()

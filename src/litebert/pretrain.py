@@ -698,7 +698,7 @@ class MetricsLog:
     def finish(self, result: dict[str, Any], step: int) -> None:
         """The run's last figures to the trackers, as "final/NAME", and close them."""
         if self.trackers is not None:
-            self.trackers.finish({f"final/{k}": v for k, v in result.items()}, step)
+            self.trackers.finish({f"final/{k}": v for k, v in result.items() if k not in ("step", "time")}, step)
 
 
 # --------------------------------------------------------------------------------------------- the loop

@@ -95,9 +95,6 @@ class Trackers:
                     "without it")
         self._closer = weakref.finalize(self, _close_all, list(self.active), True)
 
-    def __bool__(self) -> bool:
-        return bool(self.active)
-
     def log(self, record: dict[str, Any]) -> None:
         if self.active:
             self._each("log", numbers(record), int(record["step"]))
