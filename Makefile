@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -q
 
-.PHONY: install demo test bench
+.PHONY: install demo test test-fast lint bench
 
 install: $(VENV)/.installed
 
@@ -20,6 +20,10 @@ demo: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The fast tier (tests/conftest.py FAST_MODULES): each layer's unit tests and the parity checks, about 2 minutes.
+test-fast: install
+	$(PY) -m pytest -m fast $(PYTEST_ARGS)
 
 bench: install
 	$(PY) benchmarks/run_all.py

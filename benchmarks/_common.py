@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from litebert.lab.bench import Measured, format_table, host_line, machine_info, ratio  # noqa: F401 (host_line: for the scripts)
+from litebert.lab.bench import Measured, format_table, host_line, machine_info, ratio
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -138,6 +138,7 @@ def print_report(title: str, headers: list[str], rows: list[list], notes: list[s
     for n in notes:
         print(f"- {n}")
     print(f"\ncommand: {command_line()}")
+    print(f"host: {host_line()}")
 
 
 def write_json(args: argparse.Namespace, device: torch.device, payload: dict[str, Any]) -> None:

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from litebert.data.store import build_store
+from litebert.lab.bench import host_line
 from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import AlbertTokenizer
 
@@ -299,6 +300,7 @@ def main() -> int:
         files = corpus_files(args.corpus, args.repeat, scratch)
         print(f"command: {' '.join([Path(sys.executable).name] + sys.argv)}")
         print(f"corpus:  {args.corpus} x{args.repeat} ({len(files)} files), tokenizer {args.spm.name}")
+        print(f"host:    {host_line()}")
         if not args.skip_stages:
             bench_stages(args, tok, files, scratch)
         if args.official:

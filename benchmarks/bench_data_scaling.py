@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from litebert.lab.bench import host_line
 from litebert.lab.shared_data import shared_data_dir
 
 DOC_SENTENCES = 100
@@ -218,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.batches} micro-batches of {args.micro_batch_size}, 1 thread.\n")
     chart(rows, args.out / "data_scaling.png")
     print(table(rows))
+    print(f"host: {host_line()}")
     return 0
 
 

@@ -1,8 +1,8 @@
 """ONNX int8 dynamic quantization: what it costs in accuracy and what it buys in speed and size, on a dev set.
 
 Exports a fine-tuned text-classification run twice (fp32, and int8 through onnxruntime's quantize_dynamic),
-then scores the whole dev split through `litebert.pipeline` on PyTorch fp32, ONNX fp32 and ONNX int8. Timing
-turns interleave (fp32 torch, onnx fp32, onnx int8, repeat) with the same thread count; medians are shown.
+then scores the whole dev split through `litebert.pipeline` on PyTorch fp32 and bf16, ONNX fp32 and ONNX int8. Timing
+turns interleave (fp32 torch, bf16 torch, onnx fp32, onnx int8, repeat) with the same thread count; medians are shown.
 
     python benchmarks/bench_quantize.py --model runs/sst2 --data ../shared/data/glue/SST-2 --threads 1
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 import litebert
 from litebert.data.tasks import get_task, read_examples
 from litebert.export import export_onnx
+from litebert.lab.bench import host_line
 
 
 def main(argv=None) -> int:
@@ -39,11 +40,14 @@ def main(argv=None) -> int:
         int8 = export_onnx(args.model, Path(tmp) / "int8", quantize="int8")
         sides = {"pytorch fp32": litebert.pipeline(None, args.model, "fp32", threads=args.threads,
                                                    batch_size=args.batch_size),
+                 "pytorch bf16": litebert.pipeline(None, args.model, "bf16", threads=args.threads,
+                                                   batch_size=args.batch_size),
                  "onnx fp32": litebert.pipeline(None, fp32.path.parent, "onnx", threads=args.threads,
                                                 batch_size=args.batch_size),
                  "onnx int8": litebert.pipeline(None, int8.path.parent, "onnx", threads=args.threads,
                                                 batch_size=args.batch_size)}
-        sizes = {"pytorch fp32": None, "onnx fp32": fp32.path.stat().st_size, "onnx int8": int8.path.stat().st_size}
+        sizes = {"pytorch fp32": None, "pytorch bf16": None, "onnx fp32": fp32.path.stat().st_size,
+                 "onnx int8": int8.path.stat().st_size}
         times: dict[str, list[float]] = {k: [] for k in sides}
         preds: dict[str, list[str]] = {}
         for rep in range(args.repeats):
@@ -54,6 +58,7 @@ def main(argv=None) -> int:
                 preds[name] = [o["label"] for o in out]
                 print(f"rep {rep} {name}: {times[name][-1]:.2f} s", file=sys.stderr, flush=True)
     base = preds["pytorch fp32"]
+    print(f"host: {host_line()}")
     print(f"{args.task} {spec.eval_splits[0]}: {len(dev)} examples, {args.threads} thread(s), batch {args.batch_size}")
     print("| side | accuracy | agrees with PyTorch fp32 | graph size MB | s per dev pass (median) | speed vs PyTorch |")
     print("|---|---|---|---|---|---|")

@@ -23,6 +23,7 @@ import torch
 
 from litebert.checkpoint import load_state, save_checkpoint, save_state
 from litebert.config import AlbertConfig
+from litebert.lab.bench import host_line
 from litebert.model import AlbertForPreTraining
 from litebert.optim import build_optimizer
 from litebert.pretrained import model_files, read_model_state
@@ -70,6 +71,7 @@ def main() -> None:
                 fn(ckpt)
                 times[name].append(time.perf_counter() - t0)
                 cpu[name].append(time.process_time() - c0)
+    print(f"host: {host_line()}")
     print(f"{args.model} checkpoint: {size / 1e6:.1f} MB, {args.repeats} turns each, medians, {args.threads} thread(s)")
     # CPU time too: on a shared machine the wall clock also counts the time other processes had the cores
     for label, table in (("wall clock", times), ("CPU time", cpu)):

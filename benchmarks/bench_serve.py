@@ -7,6 +7,8 @@ Sides (--sides; each a separate server process, started once, all up for the who
                       the same directory; LitServe's batching with the same max batch and window (its default is
                       no batching: max_batch_size 1); its own process layout (an HTTP process and an inference
                       worker process)
+    litebert-bf16     `litebert serve --backend bf16` (the weights in bf16: the fast path where the host's bf16 matmul
+                      beats fp32, as the probe in the host line says)
     litebert-nobatch  `litebert serve --no-batching` (one model call per request)
     transformers-loop transformers' pipeline behind litebert's own server loop and batcher
 Every model side runs torch with --threads threads. Load is bounded: at each concurrency level C, C clients send one
@@ -34,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-SIDES = ("litebert", "litserve", "litebert-nobatch", "transformers-loop")
+SIDES = ("litebert", "litserve", "litebert-bf16", "litebert-nobatch", "transformers-loop")
 MAX_BATCH, MAX_WAIT_MS = 32, 5.0  # litebert serve's defaults, given to LitServe too
 
 
@@ -42,10 +44,11 @@ def hf_pipeline(model_dir: str, threads: int):
     import torch
     import transformers
 
-    from litebert.records import best_dir
+    from litebert.records import read_record
 
     torch.set_num_threads(threads)
-    return transformers.pipeline("text-classification", model=str(best_dir(model_dir)), device=-1)
+    weights_dir, _ = read_record(model_dir)  # a run directory's best/
+    return transformers.pipeline("text-classification", model=str(weights_dir), device=-1)
 
 
 def hf_results(pipe, texts: list[str]) -> list[dict]:
@@ -82,13 +85,22 @@ def serve_transformers_loop(args) -> None:
                 log_level="warning")
 
 
-def serve_litserve(args) -> None:
-    """LitServe as its docs show it: a LitAPI whose predict takes a batch (a list of decoded requests)."""
+try:  # the reference side's server (`pip install litebert[bench]`); the other sides run without it
     import litserve as ls
+except ImportError:
+    ls = None
 
+if ls is not None:
     class SentimentAPI(ls.LitAPI):
+        """LitServe as its docs show it: a LitAPI whose predict takes a batch (a list of decoded requests). At
+        module level: LitServe pickles it into its inference worker process."""
+
+        def __init__(self, model_dir: str, threads: int, **kwargs):
+            super().__init__(**kwargs)
+            self.model_dir, self.threads = model_dir, threads
+
         def setup(self, device):
-            self.pipe = hf_pipeline(args.model, args.threads)
+            self.pipe = hf_pipeline(self.model_dir, self.threads)
             self.pipe(["warm up"])
 
         def decode_request(self, request):
@@ -100,7 +112,11 @@ def serve_litserve(args) -> None:
         def encode_response(self, output):
             return {"outputs": [output]}
 
-    api = SentimentAPI(max_batch_size=MAX_BATCH, batch_timeout=MAX_WAIT_MS / 1000)
+
+def serve_litserve(args) -> None:
+    if ls is None:
+        raise SystemExit("the litserve side needs LitServe: pip install 'litebert[bench]'")
+    api = SentimentAPI(args.model, args.threads, max_batch_size=MAX_BATCH, batch_timeout=MAX_WAIT_MS / 1000)
     ls.LitServer(api, accelerator="cpu", workers_per_device=1).run(host="127.0.0.1", port=args.port,
                                                                     log_level="warning", generate_client_file=False)
 
@@ -115,7 +131,8 @@ def start(name: str, args) -> dict:
     port = free_port()
     if name.startswith("litebert"):
         cmd = [sys.executable, "-m", "litebert", "serve", "--model", args.model, "--port", str(port), "--threads",
-               str(args.threads), *(["--no-batching"] if name == "litebert-nobatch" else [])]
+               str(args.threads), *{"litebert-nobatch": ["--no-batching"], "litebert-bf16": ["--backend", "bf16"]}.get(
+                   name, [])]
         ready = "/ready"
     else:
         cmd = [sys.executable, __file__, "--serve", name, "--model", args.model, "--port", str(port), "--threads",
@@ -154,7 +171,7 @@ def tree_cpu_seconds(root: int) -> float:
             except OSError:
                 continue
             stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)  # ppid, utime+stime
-    members, total, grew = {root}, 0.0, True
+    members, grew = {root}, True
     while grew:
         grew = False
         for pid, (ppid, _) in stats.items():
@@ -229,7 +246,7 @@ def main(argv=None) -> int:
     p.add_argument("--model", required=True, help="a fine-tuned text-classification run or model directory")
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "glue" / "SST-2" / "dev.tsv"))
     p.add_argument("--sides", default="litebert,litserve", help=f"comma-separated, from {', '.join(SIDES)}; the "
-                   "first is 'ours', the second the reference of the ratios")
+                   "ratios are each side's over litserve's (without litserve: over the second side's)")
     p.add_argument("--levels", default="1,8,32", help="client concurrency levels")
     p.add_argument("--requests", type=int, default=400, help="most requests per (side, level, repeat)")
     p.add_argument("--seconds", type=float, default=60, help="longest (side, level, repeat) turn")
@@ -288,11 +305,12 @@ def main(argv=None) -> int:
 
 
 def report(turns: list[dict], names: list[str], levels: list[int], args) -> str:
-    ours, ref = names[0], names[1] if len(names) > 1 else names[0]
+    ref = "litserve" if "litserve" in names else names[min(1, len(names) - 1)]
     by = {(t["rep"], t["level"], t["side"]): t for t in turns}
     reps = sorted({t["rep"] for t in turns})
-    lines = [f"| clients | side | req/s | p50 ms | p99 ms | CPU ms/request | errors | {ours} vs {ref}: req/s | "
-             f"p50 | p99 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = (f"| clients | side | req/s | p50 ms | p99 ms | CPU ms/request | errors | vs {ref} (median [min-max] of "
+              "turns): req/s | p50 | p99 |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for level in levels:
         for name in names:
             rows = [by[(r, level, name)] for r in reps if (r, level, name) in by]
@@ -300,12 +318,10 @@ def report(turns: list[dict], names: list[str], levels: list[int], args) -> str:
                 continue
             med = {m: statistics.median(t[m] for t in rows) for m in ("rps", "p50", "p99", "cpu_ms_per_request")}
             ratios = ["", "", ""]
-            if name == ours and ref != ours:
-                pairs = [(by[(r, level, ours)], by[(r, level, ref)]) for r in reps
-                         if (r, level, ours) in by and (r, level, ref) in by]
-                ratios = [median_range([a["rps"] / b["rps"] for a, b in pairs]),
-                          median_range([a["p50"] / b["p50"] for a, b in pairs]),
-                          median_range([a["p99"] / b["p99"] for a, b in pairs])]
+            if name != ref:
+                pairs = [(by[(r, level, name)], by[(r, level, ref)]) for r in reps
+                         if (r, level, name) in by and (r, level, ref) in by]
+                ratios = [median_range([a[m] / b[m] for a, b in pairs]) for m in ("rps", "p50", "p99")]
             lines.append(f"| {level} | {name} | {med['rps']:.1f} | {med['p50']:.1f} | {med['p99']:.1f} | "
                          f"{med['cpu_ms_per_request']:.1f} | {sum(t['errors'] for t in rows)} | " + " | ".join(ratios)
                          + " |")

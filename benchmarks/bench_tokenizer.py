@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from litebert.lab.bench import host_line
 from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import AlbertTokenizer
 
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         f"transformers {type(theirs).__name__} (fast)": best_time(
             lambda: theirs(texts, return_token_type_ids=True, return_attention_mask=True), args.repeats),
     }
+    print(f"host: {host_line()}")
     print(f"{len(texts)} Gutenberg paragraphs, {megabytes:.2f} MB, {args.threads} threads, best of {args.repeats}")
     print(f"{'tokenizer':<46} {'seconds':>8} {'texts/s':>10} {'MB/s':>7}")
     for name, secs in rows.items():

@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import _common as C
 from litebert.device import resolve_precision
-from litebert.lab.bench import (format_table, ours_encoder_forward, ours_train_step, synthetic_inputs,
+from litebert.lab.bench import (format_table, host_line, ours_encoder_forward, ours_train_step, synthetic_inputs,
                                 synthetic_pretraining_batch)
 
 # Self-time of these ops is matrix-multiply work (oneDNN/MKL or cuBLAS underneath).
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         by_cat[category(e.key)] = by_cat.get(category(e.key), 0.0) + e.self_cpu_time_total
     title = f"{what}: {args.model}, seq {args.seq}, batch {args.batch}, {args.threads} threads, {device.type}"
     print(f"\n## Profile: {title}\n")
+    print(f"host: {host_line()}")
     print(f"one warm step: {wall:.2f} s wall, {cpu:.2f} s CPU (first call {first:.1f} s); "
           f"profiled self time {total / 1e6:.2f} s\n")
     print(format_table(["where the time goes", "self s", "share"],

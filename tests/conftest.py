@@ -34,3 +34,49 @@ def _torch_threads():
 
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     yield
+
+
+# --------------------------------------------------------------------------------------------- the test tiers
+# `make test-fast` runs the modules below (unit tests of each layer, parity with the references; about a minute
+# of CPU); `make test` runs everything, as CI does. A module belongs here when all of it stays cheap: pick by the
+# CPU seconds that `LITEBERT_TEST_CPU=cpu.json pytest ...` records (CPU, not wall clock: it does not depend on
+# what else the machine runs).
+FAST_MODULES = {
+    "test_config", "test_layering", "test_metrics", "test_optim", "test_option_checks", "test_json_files",
+    "test_progress", "test_device", "test_model", "test_parity_hf", "test_tasks", "test_corpus", "test_heads",
+    "test_tokenizer", "test_tokenizer_json", "test_health", "test_hub_cache", "test_batching",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in FAST_MODULES:
+            item.add_marker(pytest.mark.fast)
+
+
+_cpu_seconds: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not os.environ.get("LITEBERT_TEST_CPU"):
+        yield
+        return
+    import resource
+
+    def used():
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    start = used()
+    yield
+    _cpu_seconds[item.nodeid] = used() - start
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("LITEBERT_TEST_CPU")
+    if path and _cpu_seconds:
+        import json
+
+        with open(path, "w") as f:
+            json.dump(dict(sorted(_cpu_seconds.items(), key=lambda kv: -kv[1])), f, indent=1)

@@ -61,6 +61,14 @@ def test_sst2_classification(tmp_path, english_model, shared_data):
     assert 0.0 <= scores["accuracy"] <= 1.0 and scores["examples"] == 8
     assert len(rows) == 1821 and rows[0]["label"] in ("0", "1")
     assert abs(sum(rows[0]["probabilities"].values()) - 1) < 1e-5
+    # best/ carries the tokenizer transformers reads as litebert does (tokenizer.json; test_tokenizer_hf.py)
+    transformers = pytest.importorskip("transformers")
+    from litebert.tokenizer import load_tokenizer
+
+    texts = ["it 's a charming and often affecting journey . ", "a gripping , funny film -- 1,999 ( sort of ) ."]
+    best = tmp_path / "run" / "best"
+    assert transformers.AutoTokenizer.from_pretrained(best)(texts)["input_ids"] == \
+        load_tokenizer(best).batch_encode(texts)["input_ids"]
 
 
 def test_gradient_checkpointing_is_a_finetune_option(tmp_path, english_model, shared_data, monkeypatch):

@@ -167,7 +167,9 @@ def test_official_spm_beside_checkpoint_becomes_albert_tokenizer(shared_data, tm
     tokenizer = litebert.load_tokenizer(tmp_path / "out")
     assert isinstance(tokenizer, litebert.AlbertTokenizer) and tokenizer.vocab_size == 30000
     reference = transformers.AutoTokenizer.from_pretrained(tmp_path / "out")  # HF reads the saved files too
-    assert tokenizer.encode("Hello, ALBERT world!").input_ids == reference("Hello, ALBERT world!")["input_ids"]
+    assert (tmp_path / "out" / "tokenizer.json").is_file()
+    text = "Hello, ALBERT world . (In 1,999, a café -- “lite”.)"  # user-defined symbols, a digit-comma, an accent
+    assert tokenizer.encode(text).input_ids == reference(text)["input_ids"]
     model = litebert.AlbertForPreTraining.from_pretrained(tmp_path / "out").eval()
     ids = torch.tensor([tokenizer.encode("a lite bert").input_ids])
     with torch.no_grad():

@@ -524,3 +524,17 @@ def test_mlm_only_pretraining_leaves_the_pooler_and_sop_head_as_they_started(tin
     assert len(untrained) == 4 and all(torch.equal(end[k], start[k]) for k in untrained)
     assert not torch.equal(end["albert.embeddings.word_embeddings.weight"],
                            start["albert.embeddings.word_embeddings.weight"])  # the rest did train
+
+
+def test_checkpoints_and_final_carry_a_tokenizer_transformers_reads_as_we_do(tiny_data, finished_run):
+    """A checkpoint and final/ write the tokenizer's own files (`files()`, the list save_pretrained writes), not a
+    copy of the store's tokenizer folder: tokenizer.json included, so stock transformers gives litebert's ids for
+    this run's own 500-piece vocabulary (user-defined symbols and all)."""
+    transformers = pytest.importorskip("transformers")
+    from litebert.tokenizer import load_tokenizer
+
+    texts = [line for line in (tiny_data[0].parent / "corpus.txt").read_text().splitlines() if line.strip()][:300]
+    for folder in (finished_run / "checkpoint-2", finished_run / "final"):
+        assert (folder / "tokenizer.json").is_file() and (folder / "spiece.model").is_file()
+        ours = load_tokenizer(folder).batch_encode(texts)["input_ids"]
+        assert transformers.AutoTokenizer.from_pretrained(folder)(texts)["input_ids"] == ours

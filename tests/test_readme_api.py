@@ -18,3 +18,7 @@ def test_the_readme_python_snippet_runs_as_written(tmp_path, monkeypatch, shared
     assert tuple(scope["out"].mlm_logits.shape) == (1, 2, 30000) and tuple(scope["out"].sop_logits.shape) == (1, 2)
     assert scope["clf"].load_report["initialised"] and scope["enc"].offsets
     assert (tmp_path / "my-albert" / "model.safetensors").is_file()
+    inputs = scope["inputs"]  # the tokenizer call: transformers' fields, padded into tensors
+    assert list(inputs) == ["input_ids", "token_type_ids", "attention_mask"] and tuple(scope["logits"].shape) == (2, 3)
+    assert inputs.input_ids[1].tolist()[:int(inputs.attention_mask[1].sum())] == \
+        scope["tok"].encode("dull.", pair="Yes.").input_ids

@@ -194,7 +194,7 @@ def test_only_first_only_second_and_errors(albert):
     assert len(albert.encode(a, max_length=4, truncation=False).input_ids) == 8
     with pytest.raises(ConfigError, match="only_first"):
         albert.encode(b, a, max_length=5, truncation="only_first")
-    with pytest.raises(ConfigError, match="needs a pair"):
+    with pytest.raises(ConfigError, match="no second segment"):
         albert.encode(a, max_length=5, truncation="only_second")
     with pytest.raises(ConfigError, match="max_length"):
         albert.encode(a, padding="max_length")
@@ -260,9 +260,9 @@ def test_special_ids_word_starts_and_fingerprint(albert, wordpiece, shared_data)
 
 def test_save_load_round_trip(albert, albert_dir, wordpiece, tmp_path):
     assert sorted(p.name for p in albert_dir.iterdir()) == ["special_tokens_map.json", "spiece.model",
-                                                            "tokenizer_config.json"]
+                                                            "tokenizer.json", "tokenizer_config.json"]
     config = json.loads((albert_dir / "tokenizer_config.json").read_text())
-    assert config["tokenizer_class"] == "AlbertTokenizer" and config["do_lower_case"] is True
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast" and config["do_lower_case"] is True
     loaded = load_tokenizer(albert_dir)
     assert isinstance(loaded, AlbertTokenizer) and loaded.fingerprint() == albert.fingerprint()
     wp_dir = wordpiece.save_pretrained(tmp_path / "wp")
@@ -271,33 +271,13 @@ def test_save_load_round_trip(albert, albert_dir, wordpiece, tmp_path):
     assert isinstance(load_tokenizer(wp_dir / "vocab.txt"), WordPieceTokenizer)
 
 
-def _disagreeing(hf, texts: list[str], expected: list[list[int]], prefix_chars: int = 20_000) -> int:
-    """Count texts whose transformers ids differ from the official ones. A book-length text is first tried on a
-    prefix cut at a space: transformers splits on whitespace before segmenting, so its ids for the whole text
-    start with its ids for the prefix, and a prefix whose ids are not a prefix of the official ids proves the
-    whole text disagrees (this saves ~30 s; otherwise the whole text is compared)."""
-    count = 0
-    for text, ids in zip(texts, expected):
-        if len(text) > prefix_chars:
-            head = hf(text[:text.rfind(" ", 0, prefix_chars)], add_special_tokens=False)["input_ids"]
-            if head != ids[1:1 + len(head)]:
-                count += 1
-                continue
-        count += hf(text)["input_ids"] != ids
-    return count
-
-
-def test_transformers_autotokenizer_loads_our_dir(albert, albert_dir, official):
+def test_transformers_autotokenizer_loads_our_dir(albert, albert_dir):
+    """(The agreement on whole data sets is in test_tokenizer_hf.py.)"""
     transformers = pytest.importorskip("transformers")
     hf = transformers.AutoTokenizer.from_pretrained(albert_dir)
-    for text in NORMAL:
+    for text in NORMAL + ENGLISH + ACCENTED:
         assert hf(text)["input_ids"] == albert.encode(text).input_ids
-    assert hf(NORMAL[0], NORMAL[1], return_token_type_ids=True)["token_type_ids"] == \
-        albert.encode(NORMAL[0], NORMAL[1]).token_type_ids
-    # Not asserted: transformers departs from the official tokenizer (user-defined symbols, digit-comma split).
-    n = _disagreeing(hf, [r["text"] for r in official], [r["ids"] for r in official])
-    print(f"\ntransformers {transformers.__version__} {type(hf).__name__} disagrees with the official ALBERT "
-          f"tokenization on {n} of {len(official)} texts")
+    assert hf(NORMAL[0], NORMAL[1])["token_type_ids"] == albert.encode(NORMAL[0], NORMAL[1]).token_type_ids
 
 
 # ---------------------------------------------------------------------------------------------------------------

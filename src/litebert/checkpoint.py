@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from litebert.errors import CheckpointError, ConfigError
-from litebert.files import disk_error, fsync_dir, read_json, reason, write_through
+from litebert.files import disk_error, fsync_dir, move_into_place, read_json, reason, write_through
 
 # torch is imported inside the functions that need it: finding and cleaning checkpoints
 # (the CLI's `--resume auto`, the crash tests' subprocesses) should not pay for importing torch.
@@ -91,7 +91,7 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, writers: Mapping[str,
             files[name] = _sync_and_describe(path)
         _write_commit(tmp, {"format": FORMAT, "version": 1, "step": step, "files": files})
         fsync_dir(tmp)
-        aside = _move_into_place(tmp, final)
+        aside = move_into_place(tmp, final)
         committed = True
         fsync_dir(run_dir)
     except Exception as e:
@@ -146,27 +146,6 @@ def _write_commit(directory: Path, manifest: dict[str, Any]) -> None:
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
-
-
-def _move_into_place(tmp: Path, final: Path) -> Path | None:
-    """Rename the finished temp dir to `final`. An existing `final` is first renamed aside; return that path.
-
-    Between the two renames checkpoint-STEP does not exist; `cleanup_incomplete` renames the aside copy back
-    if a crash lands there. If the second rename fails, the aside copy is put back at once.
-    """
-    if not final.exists():
-        os.rename(tmp, final)
-        return None
-    aside = final.parent / f".old-{final.name}-{os.getpid()}"
-    if aside.exists():
-        shutil.rmtree(aside)
-    os.rename(final, aside)
-    try:
-        os.rename(tmp, final)
-    except BaseException:
-        os.rename(aside, final)
-        raise
-    return aside
 
 
 def _prune(run_dir: Path, step: int, keep: int) -> None:
@@ -411,10 +390,18 @@ def load_state(path: str | os.PathLike, data: bytes | None = None) -> Any:
     try:
         return torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # truncated zip (RuntimeError), empty file (EOFError), refused global (UnpicklingError)
-        detail = (str(e).strip().splitlines() or [""])[0][:300]
-        raise CheckpointError(f"{path}: cannot load training state ({type(e).__name__}: {detail}). The file is "
+        raise CheckpointError(f"{path}: cannot load training state ({type(e).__name__}: {_why(e)}). The file is "
                               "truncated, corrupt, or holds objects other than tensors and plain containers "
                               "(those are refused, never executed); resume from an earlier checkpoint") from e
+
+
+def _why(exc: Exception) -> str:
+    """The reason in torch.load's message, without its advice to re-run with weights_only=False (which would run
+    the file's code: the one thing a refused file must never get)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    named = [line.split("WeightsUnpickler error:", 1)[1].strip() for line in lines if "WeightsUnpickler error:" in line]
+    plain = [line for line in lines if "weights_only" not in line and "trust the source" not in line]
+    return ((named or plain or [type(exc).__name__])[0])[:300]
 
 
 # ------------------------------------------------------------------------------------------ weights

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,7 @@ from torch.export import Dim
 
 from litebert import heads
 from litebert.errors import ConversionError, TokenizerError
-from litebert.files import atomic_write_bytes, check_output
+from litebert.files import check_output, disk_error, fsync_dir, fsync_file, move_into_place, reason
 from litebert.model import MODEL_CLASSES
 from litebert.records import CONFIG_NAME, INFERENCE_RECORD, read_record
 from litebert.rundir import resolve_model_dir
@@ -117,13 +119,18 @@ def load_for_task(model_dir: str | Path, task: str):
 
 def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None, opset: int = 17, *,
                 exporter: str = "torchscript", verify: bool = True, atol: float = 1e-4,
-                quantize: str | None = None) -> ExportResult:
+                quantize: str | None = None, graph_only: bool = False) -> ExportResult:
     """Export `model_dir` (a model or fine-tuning run directory) for `task` (default: the directory's own) into
     `out`: a directory that gets model.onnx, or an .onnx file name; beside the graph go config.json, the
     tokenizer files and inference.json (the task record `litebert.pipeline` and `serve` read), so the folder is
     a deployable unit. When onnxruntime is installed and `verify`, the graph runs at a shape other than the
     traced one and must match PyTorch within atol. quantize="int8": onnxruntime's dynamic quantization (int8
-    weights, activations quantized per call) of the verified graph; its difference from PyTorch is reported."""
+    weights, activations quantized per call) of the verified graph; its difference from PyTorch is reported.
+
+    A directory without a tokenizer is refused (its export could not take text, and `serve` could not load it)
+    unless `graph_only`: then the folder gets the graph and config.json only, no inference.json, so nothing mistakes
+    it for a servable export. The export is written whole into a temporary sibling and swapped in: a failure (a
+    full disk) leaves the previous export as it was, and the error names the file."""
     if exporter not in EXPORTERS:
         raise ConversionError(f"exporter {exporter!r} is not one of {', '.join(EXPORTERS)}")
     if opset < MIN_OPSET:
@@ -135,14 +142,51 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None,
     record = _record(model_dir)
     task = task or _pipeline_export_task(record.task)
     model = load_for_task(model_dir, task)
+    tokenizer = None if graph_only else _tokenizer_of(model_dir)
     spec = TASKS[task]
+    out_dir, final_graph = _destination(Path(out), model_dir)
+    folder = Path(out).suffix != ".onnx"  # the whole folder is ours to replace; else only the files we write
+    staging = out_dir.parent / f".{out_dir.name}.export-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)  # a leftover of a crashed export by a process with our pid
+    staging.mkdir()
+    graph = staging / final_graph.name
+    try:
+        result = _export_into(model, model_dir, staging, graph, task, spec, record, tokenizer, exporter, opset,
+                              verify, atol, quantize)
+        _swap_in(staging, out_dir, folder)
+    except Exception as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        err = disk_error(exc)
+        if err is None:
+            raise
+        kept = "the previous export there is unchanged" if final_graph.exists() else "nothing was written"
+        raise ConversionError(f"{final_graph}: cannot write the export ({reason(err)}: {err.strerror or err}); "
+                              f"{kept}") from None
+    result.path = final_graph
+    result.files = [out_dir / f.name for f in result.files]
+    return result
+
+
+def _tokenizer_of(model_dir: Path):
+    try:
+        return load_tokenizer(model_dir)
+    except TokenizerError as exc:
+        raise ConversionError(f"{model_dir} has no tokenizer ({exc}): its export could not take text and `serve` "
+                              "could not load it; save the tokenizer into the directory "
+                              "(model.save_pretrained(dir, tokenizer=tok)), or export the graph alone with "
+                              "--graph-only") from None
+
+
+def _export_into(model, model_dir: Path, out_dir: Path, graph: Path, task: str, spec: heads.HeadFamily, record,
+                 tokenizer, exporter: str, opset: int, verify: bool, atol: float, quantize: str | None
+                 ) -> ExportResult:
+    """The export, written into `out_dir` (the staging folder)."""
     outputs = dict(spec.outputs)
     attrs = dict(spec.attrs)
     if task == "qa" and model.config.qa_answerability:
         outputs["has_answer_logits"] = ("batch",)  # the SQuAD v2 has-answer head (no transformers equivalent)
         attrs["has_answer_logits"] = "logits"
     in_axes = ("batch", "choice", "sequence") if spec.choice_axis else ("batch", "sequence")
-    out_dir, graph = _destination(Path(out), model_dir)
     graph_fp32 = graph.with_name(f".{graph.stem}.fp32.onnx") if quantize else graph
     # The exporter restores the module's mode afterwards: keep it eval.
     wrapper = OnnxWrapper(model, tuple(attrs.get(n, n) for n in outputs)).eval()
@@ -156,14 +200,35 @@ def export_onnx(model_dir: str | Path, out: str | Path, task: str | None = None,
         else:
             _export_dynamo(wrapper, args, graph_fp32, in_axes, outputs, opset, model.config.max_position_embeddings)
     except (RuntimeError, ValueError, TypeError, torch.onnx.errors.OnnxExporterError) as exc:
+        if disk_error(exc) is not None:
+            raise
         raise ConversionError(f"{model_dir}: ONNX export ({exporter}, opset {opset}) failed: {exc}") from None
     result = ExportResult(graph, task, spec.model_class, opset, exporter, {n: in_axes for n in INPUT_NAMES}, outputs)
     if verify:
         _verify(wrapper, graph_fp32, spec, result, atol, gen)
     if quantize:
         _quantize_int8(graph_fp32, graph, wrapper, spec, result, gen)
-    result.files = [graph, *_write_beside(model_dir, out_dir, graph, task, record, result.notes)]
+        graph_fp32.unlink(missing_ok=True)
+    result.files = [graph, *_write_beside(model_dir, out_dir, graph, task, record, tokenizer, result.notes)]
+    for path in out_dir.iterdir():
+        fsync_file(path)
+    fsync_dir(out_dir)
     return result
+
+
+def _swap_in(staging: Path, out_dir: Path, folder: bool) -> None:
+    """Put the finished export in place: the whole folder by two renames (the old one aside, then removed), or,
+    for an .onnx file name in a folder of other things, each file by its own atomic rename."""
+    if folder:
+        aside = move_into_place(staging, out_dir)
+        fsync_dir(out_dir.parent)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+        return
+    for path in sorted(staging.iterdir()):
+        os.replace(path, out_dir / path.name)
+    fsync_dir(out_dir)
+    staging.rmdir()
 
 
 def _record(model_dir: Path):
@@ -184,25 +249,26 @@ def _destination(out: Path, model_dir: Path) -> tuple[Path, Path]:
     return out_dir, graph
 
 
-def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record, notes: list[str]) -> list[Path]:
-    """config.json, the tokenizer and inference.json next to the graph: what a deployment loads."""
-    atomic_write_bytes(out_dir / CONFIG_NAME, (model_dir / CONFIG_NAME).read_bytes())
+def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record, tokenizer,
+                  notes: list[str]) -> list[Path]:
+    """config.json, the tokenizer and inference.json next to the graph: what a deployment loads. Without a
+    tokenizer (graph_only) there is no inference.json: the folder is a graph, not a servable model."""
+    (out_dir / CONFIG_NAME).write_bytes((model_dir / CONFIG_NAME).read_bytes())
     files = [out_dir / CONFIG_NAME]
-    try:
-        tokenizer = load_tokenizer(model_dir)
-    except TokenizerError:
-        notes.append(f"{model_dir} has no tokenizer: the export has none either (text cannot go in)")
-    else:
-        tokenizer.save_pretrained(out_dir)
-        files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer_config",
-                                                                             "special_tokens")))
+    if tokenizer is None:
+        notes.append("graph only: no tokenizer and no inference.json, so `serve` and litebert.pipeline do not take "
+                     "this folder")
+        return files
+    tokenizer.save_pretrained(out_dir)
+    files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer",
+                                                                         "special_tokens")))
     family = TASKS[task]
     if family.pipeline is not None:  # the pretraining graph (two heads) has no pipeline of its own
         pipeline_task = family.pipeline_task
         head = record.head if pipeline_task == record.task else family.name
         own = dataclasses.replace(record, task=pipeline_task, architecture=family.model_class, head=head,
                                   onnx_file=graph.name)
-        atomic_write_bytes(out_dir / INFERENCE_RECORD, (json.dumps(own.to_dict(), indent=2) + "\n").encode())
+        (out_dir / INFERENCE_RECORD).write_text(json.dumps(own.to_dict(), indent=2) + "\n")
         files.append(out_dir / INFERENCE_RECORD)
     return files
 

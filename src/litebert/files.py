@@ -297,6 +297,29 @@ def holding_run_dir(out_of: Callable) -> Callable:
     return wrap
 
 
+def move_into_place(tmp: Path, final: Path) -> Path | None:
+    """Rename the finished temporary directory `tmp` to `final`. An existing `final` is first renamed aside; return
+    that path (the caller removes it, or puts it back after a crash).
+
+    Between the two renames `final` does not exist. If the second rename fails, the aside copy is put back at once.
+    """
+    import shutil
+
+    if not final.exists():
+        os.rename(tmp, final)
+        return None
+    aside = final.parent / f".old-{final.name}-{os.getpid()}"
+    if aside.exists():
+        shutil.rmtree(aside)
+    os.rename(final, aside)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        os.rename(aside, final)
+        raise
+    return aside
+
+
 def atomic_write_bytes(file: Path, data: bytes) -> None:
     atomic_write(file, lambda tmp: tmp.write_bytes(data))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -34,14 +35,19 @@ from litebert.data.squad import convert_examples_to_features, postprocess_predic
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, pad_features, read_examples, split_path)
 from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, pick_device, resolve_precision
-from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
-from litebert.files import holding_run_dir, read_json
+from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
+                                 save_checkpoint, save_state)
+from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError, Terminated
+from litebert.faults import inject_fault
+from litebert.files import fsync_dir, holding_run_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
-from litebert.model_card import Result, Training
+from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
+from litebert.pretrained import model_files, read_model_state
 from litebert.rundir import resolve_model_dir
+from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
 from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
@@ -446,12 +452,19 @@ def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float
 RUN_OUTPUTS = ("metrics.jsonl", "best", "result.json")
 
 
-def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> None:
-    """Refuse an --out that already holds a fine-tuning run, or with --overwrite remove that run's outputs (never
-    the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way)."""
+def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> Path | None:
+    """Refuse an --out that already holds a finished fine-tuning run, or with --overwrite remove that run's outputs
+    (never the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way).
+    An unfinished run (a checkpoint, no result.json: stopped by SIGTERM or a crash) is resumed instead: its
+    newest complete checkpoint is returned."""
     found = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
+    found += [p.name for p in checkpoint_dirs(out_dir)] if out_dir.is_dir() else []
     if not found:
-        return
+        return None
+    if not overwrite and not (out_dir / "result.json").exists():
+        latest = find_latest_checkpoint(out_dir)
+        if latest is not None:
+            return latest
     if not overwrite:
         raise ConfigError(f"--out {out_dir} already holds a fine-tuning run ({', '.join(found)}); pass --overwrite "
                           f"to replace it, or choose another --out")
@@ -463,11 +476,74 @@ def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> None:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
+# What a resume restores must equal what the run would have used: a change to any of these would splice two
+# recipes into one run (the data order, the schedule, the model). Output-only settings may change.
+MAY_CHANGE_ON_RESUME = ("out", "device", "threads", "eval_batch_size", "log_every", "overwrite", "precision")
+
+
+def check_same_recipe(record: Path, cfg: FinetuneConfig) -> None:
+    """Refuse to resume a run recorded in `record` (finetune.json) with other settings, naming them."""
+    saved = read_json(record, CheckpointError, expect=dict, hint="use a new --out or --overwrite")
+    now = dataclasses.asdict(cfg)
+    changed = [f"--{k.replace('_', '-')} {saved[k]} (now {now[k]})" for k in now
+               if k in saved and k not in MAY_CHANGE_ON_RESUME and saved[k] != now[k]]
+    if changed:
+        raise ConfigError(f"{record}: the unfinished run in {record.parent} was made with " + ", ".join(changed)
+                          + "; resume it with its settings, start over with --overwrite, or use another --out")
+
+
+def save_loop_state(out_dir: Path, step: int, model, optimizer, scheduler, loop: dict) -> None:
+    """checkpoint-STEP/ (atomic, the one before it removed): the weights and everything the loop needs to go on
+    exactly as if it had not stopped (optimizer, schedule, RNG, epoch and the rest of its batch order, best score)."""
+    state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+             "rng": torch.get_rng_state(), "best": loop["best"], "stale": loop["stale"], "epoch": loop["epoch"],
+             "queue": [[int(i) for i in batch] for batch in loop["queue"]]}
+    writers = {**model_files(model, "litebert"), "trainer_state.pt": lambda path: save_state(path, state)}
+    save_checkpoint(out_dir, step, writers, keep=1)
+
+
+def read_loop_state(ckpt: Path, model, optimizer, scheduler) -> dict:
+    """Put checkpoint `ckpt`'s weights, optimizer, schedule and RNG into place; return the loop's own state."""
+    blobs = read_verified(ckpt, ("trainer_state.pt", "model.safetensors"))
+    state = load_state(ckpt / "trainer_state.pt", blobs.pop("trainer_state.pt"))
+    _, _, weights, _ = read_model_state(ckpt, blobs.pop("model.safetensors"))
+    check_state_dict(model.state_dict(), weights, ckpt / "model.safetensors")
+    model.load_state_dict(weights, strict=True)
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"{ckpt / 'trainer_state.pt'}: does not fit this run ({e}); start over with "
+                              "--overwrite or use another --out") from None
+    return state
+
+
+def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict, training: Training) -> None:
+    """best/ as a whole: weights, tokenizer, model card and eval_metrics.json are written into a temporary sibling
+    and swapped in, so a failed save (a full disk) leaves the previous best/ complete, never weights and metrics of
+    different steps or a best/ without its tokenizer."""
+    tmp = out_dir / f".best.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp, tokenizer=tokenizer)
+        write_model_card(tmp, training, location=out_dir / "best")  # the run's card, named for where it lands
+        _write_json(tmp / "eval_metrics.json", eval_metrics)
+        fsync_dir(tmp)
+        aside = move_into_place(tmp, out_dir / "best")
+        fsync_dir(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
 @holding_run_dir(lambda cfg: cfg.out)
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
-    clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
+    resume = clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
     check_dev_source(spec, cfg)
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
@@ -482,6 +558,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     precision = resolve_precision(cfg.precision, device)
     out_dir = Path(cfg.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if resume is not None:
+        check_same_recipe(out_dir / "finetune.json", cfg)
     (out_dir / "finetune.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
 
     label_list = label_list_for(spec, train) if heads.family(spec.head).has_labels else None
@@ -507,58 +585,71 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     scheduler = make_scheduler(optimizer, warmup_for(cfg, steps), steps)
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
     lengths = [feature_length(f) for f in train_feats]
-    log = (out_dir / "metrics.jsonl").open("w")
-    # --report-to: the records below also go to the trackers, with the run record (finetune.json) as parameters
-    trackers = Trackers(parse_report_to(cfg.report_to), out_dir, "finetune", dataclasses.asdict(cfg))
     best: dict[str, Any] = {"score": -math.inf}
     stale, epoch, queue, step = 0, 0, [], 0
+    if resume is not None:
+        state = read_loop_state(resume, model, optimizer, scheduler)
+        best, stale, epoch, queue, step = (state["best"], state["stale"], state["epoch"], state["queue"],
+                                           state["step"])
+        truncate_metrics(out_dir / "metrics.jsonl", step)
+        say(f"resumed from {resume} at step {step}")
+    log = (out_dir / "metrics.jsonl").open("a" if resume is not None else "w")
+    # --report-to: the records below also go to the trackers, with the run record (finetune.json) as parameters
+    trackers = Trackers(parse_report_to(cfg.report_to), out_dir, "finetune", dataclasses.asdict(cfg))
     bar = _progress(steps, cfg.log_every)
     t0 = time.perf_counter()
-    while step < steps:
-        model.train()
-        for _ in range(accum):
-            if not queue:
-                queue, epoch = length_grouped_batches(lengths, cfg.micro_batch_size, cfg.seed, epoch), epoch + 1
-            batch = pad_features([train_feats[i] for i in queue.pop()], tokenizer.pad_id)
-            inputs = {k: batch[k].to(device) for k in kind.input_keys}
-            targets = {k: v.to(device) for k, v in kind.targets(batch).items()}
-            with autocast(precision, device):
-                loss = model(**inputs, **targets).loss / accum
-            loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        if not math.isfinite(loss.item()) or not math.isfinite(grad_norm.item()):
-            raise LitebertError(f"step {step}: non-finite loss {loss.item()} or gradient; lower --lr")
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
-        step += 1
-        if step % cfg.log_every == 0 or step == steps:
-            _write(log, trackers, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
-                                   "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
-        bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
-        if step % eval_every == 0 or step == steps:
-            outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
-            metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
-            score = metrics[spec.main_metric]
-            collapsed = kind.collapse(outputs, spec, label_list)
-            _write(log, trackers, {"step": step, "split": dev_split, **metrics, **collapsed})
-            say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
-                                                       if isinstance(v, float))
-                + f" elapsed={format_seconds(time.perf_counter() - t0)}")
-            if collapsed:
-                say(collapse_warning(collapsed, dev_split, step))
-            if score > best["score"]:
-                best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
-                model.save_pretrained(out_dir / "best", tokenizer=tokenizer,
-                                      training=training_record(cfg, spec, len(train), len(dev), step, metrics,
-                                                               collapsed))
-                _write_json(out_dir / "best" / "eval_metrics.json",
-                            {"step": step, "split": dev_split, **metrics, **collapsed})
-            else:
-                stale += 1
-                if cfg.patience and stale >= cfg.patience:
-                    say(f"early stop at step {step}: no gain in {stale} evaluations")
-                    break
+    with TermSignal() as term:  # SIGTERM: finish the step, save a checkpoint, stop
+        while step < steps:
+            model.train()
+            for _ in range(accum):
+                if not queue:
+                    queue, epoch = length_grouped_batches(lengths, cfg.micro_batch_size, cfg.seed, epoch), epoch + 1
+                batch = pad_features([train_feats[i] for i in queue.pop()], tokenizer.pad_id)
+                inputs = {k: batch[k].to(device) for k in kind.input_keys}
+                targets = {k: v.to(device) for k, v in kind.targets(batch).items()}
+                with autocast(precision, device):
+                    loss = model(**inputs, **targets).loss / accum
+                loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            if not math.isfinite(loss.item()) or not math.isfinite(grad_norm.item()):
+                raise LitebertError(f"step {step}: non-finite loss {loss.item()} or gradient; lower --lr")
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            step += 1
+            if step % cfg.log_every == 0 or step == steps:
+                _write(log, trackers, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
+                                       "grad_norm": grad_norm.item(), "epoch": epoch,
+                                       "elapsed": time.perf_counter() - t0})
+            bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
+            if step % eval_every == 0 or step == steps:
+                outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
+                metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
+                score = metrics[spec.main_metric]
+                collapsed = kind.collapse(outputs, spec, label_list)
+                _write(log, trackers, {"step": step, "split": dev_split, **metrics, **collapsed})
+                say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
+                                                           if isinstance(v, float))
+                    + f" elapsed={format_seconds(time.perf_counter() - t0)}")
+                if collapsed:
+                    say(collapse_warning(collapsed, dev_split, step))
+                if score > best["score"]:
+                    best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
+                    save_best(model, tokenizer, out_dir, {"step": step, "split": dev_split, **metrics, **collapsed},
+                              training_record(cfg, spec, len(train), len(dev), step, metrics, collapsed))
+                else:
+                    stale += 1
+                    if cfg.patience and stale >= cfg.patience:
+                        say(f"early stop at step {step}: no gain in {stale} evaluations")
+                        break
+            inject_fault("stop", step, 0)  # (tests: a real SIGTERM arrives while the process is stopped here)
+            if term.received or step % eval_every == 0 or step == steps:  # the last checkpoint resumes the run
+                save_loop_state(out_dir, step, model, optimizer, scheduler,
+                                {"best": best, "stale": stale, "epoch": epoch, "queue": queue})
+            if term.received:
+                log.close()
+                raise Terminated(f"SIGTERM: stopped after step {step} and saved checkpoint-{step} in {out_dir}; "
+                                 "run the same command again to resume")
     log.close()
     trackers.finish({"best/step": best.get("step"), **{f"best/{k}": v for k, v in best.get("metrics", {}).items()}},
                     step)

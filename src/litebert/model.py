@@ -239,10 +239,10 @@ class PreTrainedAlbert(nn.Module):
 
         return load_pretrained(cls, path, **config_overrides)
 
-    def save_pretrained(self, path, format: str = "auto", tokenizer=None, training=None) -> None:
+    def save_pretrained(self, path, format: str = "auto", tokenizer=None) -> None:
         from litebert.pretrained import save_pretrained
 
-        save_pretrained(self, path, format=format, tokenizer=tokenizer, training=training)
+        save_pretrained(self, path, format=format, tokenizer=tokenizer)
 
     def set_gradient_checkpointing(self, enabled: bool = True) -> None:
         """Recompute each layer's activations in the backward pass instead of keeping them (less memory, ~30%

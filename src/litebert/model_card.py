@@ -53,24 +53,27 @@ class Training:
     warnings: list[str] = field(default_factory=list)  # e.g. the collapse to one class
 
 
-def write_model_card(path: str | Path, training: Training | None = None) -> Path | None:
-    """Write path/README.md for the model directory `path`; None when a README.md of the user's is there."""
+def write_model_card(path: str | Path, training: Training | None = None, location: str | Path | None = None
+                     ) -> Path | None:
+    """Write path/README.md for the model directory `path`; None when a README.md of the user's is there.
+    `location`: where the directory will live, when it is written under a temporary name and moved there."""
     card = Path(path) / CARD_NAME
     if card.is_file() and MARKER not in card.read_text(encoding="utf-8", errors="replace"):
         return None
-    text = card_text(path, training)
+    text = card_text(path, training, location)
     atomic_write(card, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return card
 
 
-def card_text(path: str | Path, training: Training | None = None) -> str:
+def card_text(path: str | Path, training: Training | None = None, location: str | Path | None = None) -> str:
     from litebert import __version__
     from litebert.params import count_parameters
 
-    path = Path(path)
     config, fmt = read_model_config(path)
     architecture = saved_architecture(path)
     task = heads.for_saved(architecture, config.problem_type, config.num_labels).pipeline_task
+    tokenizer = has_tokenizer(Path(path))
+    path = Path(location or path)  # what the card names and loads from
     leaf = path.resolve()
     # runs/sst2/best -> "sst2-best"
     name = f"{leaf.parent.name}-{leaf.name}" if leaf.name in ("best", "final") else leaf.name
@@ -107,7 +110,6 @@ def card_text(path: str | Path, training: Training | None = None) -> str:
                   f"{v:.4g} |" for r in results for k, v in _finite(r.metrics).items()]
     if training and training.warnings:
         lines += ["", "## Warnings", "", *(f"- {w}" for w in training.warnings)]
-    tokenizer = has_tokenizer(path)
     lines += ["", "## Intended use", "", _intended_use(task, training), "", "## How to load it", "", "```python",
               "import litebert", "", f"model = litebert.{architecture}.from_pretrained(\"{path}\")"]
     lines += [f"tokenizer = litebert.load_tokenizer(\"{path}\")",

@@ -20,10 +20,8 @@ import json
 import math
 import os
 import re
-import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import warnings
@@ -57,6 +55,7 @@ from litebert.optim import build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
+from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
 from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
@@ -209,6 +208,7 @@ class Run:
     nan_skipped: int = 0
     peak_flops: float = float("nan")
     tokens: float = 0.0  # training tokens so far, over all ranks and resumes (--max-tokens)
+    tokenizer: Any = None  # loaded from tokenizer_dir at the first save (run_tokenizer)
 
 
 def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[AlbertConfig, Path | None]:
@@ -637,10 +637,7 @@ def save(run: Run) -> Path | None:
                  "scaler": run.scaler.state_dict(), "data": run.stream.state_dict(), "rng": rng,
                  "world_size": d.world, "micro_batch_size": run.cfg.micro_batch_size,
                  "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped, "tokens": run.tokens}
-        writers = dict(model_files(run.raw_model))
-        for f in sorted(run.tokenizer_dir.iterdir()):
-            if f.is_file():
-                writers[f.name] = lambda p, f=f: p.write_bytes(f.read_bytes())
+        writers = {**model_files(run.raw_model), **run_tokenizer(run).files()}
         writers["trainer_state.pt"] = lambda p: save_state(p, state)
         writers = with_file_faults(writers, run.step)
         path = save_checkpoint(run.cfg.out, run.step, writers, keep=run.cfg.keep)
@@ -648,25 +645,12 @@ def save(run: Run) -> Path | None:
     return path
 
 
-def truncate_metrics(path: Path, step: int) -> None:
-    """At a (re)start, drop logged lines past the step the run continues from (0 for a fresh start), so the curve
-    has no duplicates. A line that does not parse (the torn tail a full disk or a crash mid-append leaves) is
-    dropped too, and counted on stderr."""
-    if not path.is_file():
-        return
-    keep, torn = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            torn += bool(line.strip())
-            continue
-        if isinstance(record, dict) and record.get("step", 0) <= step:
-            keep.append(line)
-    if torn:
-        print(f"litebert pretrain: {path}: dropped {torn} unreadable line(s) (a write cut short)", file=sys.stderr)
-
-    atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8"))
+def run_tokenizer(run: Run):
+    """The run's tokenizer, loaded once: checkpoints and final/ write its files (tokenizer.json included, which a
+    store built before litebert wrote one lacks) rather than copying the tokenizer directory."""
+    if run.tokenizer is None:
+        run.tokenizer = load_tokenizer(run.tokenizer_dir)
+    return run.tokenizer
 
 
 def finite_or_none(x: Any) -> Any:
@@ -730,26 +714,6 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
             dist.destroy_process_group()
         if lock is not None:
             lock.release()
-
-
-class TermSignal:
-    """SIGTERM (what schedulers send before preemption) only raises a flag here; the loop finishes the step it
-    is in, saves a checkpoint and stops (exit code 143). Installed only from the main thread (Python's rule)."""
-
-    def __init__(self):
-        self.received, self.previous = False, None
-
-    def __enter__(self) -> "TermSignal":
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, self._on_term)
-        return self
-
-    def _on_term(self, signum, frame) -> None:
-        self.received = True
-
-    def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
 
 
 SINGLE_SENTENCE_MODES = {"random": "random_document", "split": "split", "skip": "skip"}  # CLI -> dataset names
@@ -886,9 +850,8 @@ def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
     final.mkdir(parents=True, exist_ok=True)
     for name, write in model_files(run.raw_model).items():
         atomic_write(final / name, write)
-    for f in sorted(run.tokenizer_dir.iterdir()):
-        if f.is_file():
-            atomic_write(final / f.name, lambda p, f=f: p.write_bytes(f.read_bytes()))
+    for name, write in run_tokenizer(run).files().items():
+        atomic_write(final / name, write)
     (final / "step.txt").write_text(f"{run.step}\n")
     write_model_card(final, training_record(run, result or {}))
     print(f"final model (step {run.step}) -> {final}", file=sys.stderr)

@@ -75,9 +75,9 @@ def model_files(model, format: str = "auto") -> dict[str, Callable[[Path], None]
     }
 
 
-def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=None, training=None) -> None:
+def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=None) -> None:
     """Write a model directory; each file lands atomically (temp file, fsync, rename). Its README.md model card
-    says how the weights were made when `training` (a litebert.model_card.Training) is given."""
+    describes the model; a training run rewrites it with how the weights were made (litebert.model_card)."""
     from litebert.model_card import write_model_card
 
     path = Path(path)
@@ -86,7 +86,7 @@ def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=Non
         atomic_write(path / name, write)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
-    write_model_card(path, training)
+    write_model_card(path)
 
 
 def read_model_state(path: str | Path, weights: bytes | None = None

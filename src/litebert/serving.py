@@ -23,7 +23,9 @@ or wrong-typed field, text too long, empty list, a field of another task), 413 f
 
 import asyncio
 import json
+import math
 import os
+import sys
 import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -61,6 +63,12 @@ class ServeConfig:
                                  check=POSITIVE)
     graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)",
                                check=NON_NEGATIVE)
+    max_connections: int = option(256, "open connections at once, per worker; past it a new one gets a 503 (slow "
+                                       "clients cannot hold the server)", check=POSITIVE)
+    body_timeout_s: float = option(10.0, "longest time a request body may take to arrive; past it the answer is a "
+                                         "408 (default: 10)", check=ABOVE_ZERO)
+    docs: bool = option(False, "serve the interactive API pages /docs and /redoc (they load their scripts from a CDN, "
+                               "so they need internet access in the browser; /openapi.json is always served)")
 
     def __post_init__(self) -> None:
         check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
@@ -147,12 +155,14 @@ def create_app(cfg: ServeConfig, pipe=None):
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.requests import ClientDisconnect
 
     from litebert.batching import Batcher
     from litebert.records import read_record
 
     _, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
-    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time()}
+    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0}
 
     def runner(pipe_):
         def run(items, params):
@@ -179,7 +189,8 @@ def create_app(cfg: ServeConfig, pipe=None):
         for batcher in state["batchers"].values():
             await batcher.close()
 
-    app = FastAPI(title="litebert", version=_version(), lifespan=lifespan,
+    docs = {} if cfg.docs else {"docs_url": None, "redoc_url": None}  # their pages fetch scripts from a CDN
+    app = FastAPI(title="litebert", version=_version(), lifespan=lifespan, **docs,
                   description=f"{record.task} ({record.finetune_task or record.architecture}) from {cfg.model}")
     app.state.serve = state
 
@@ -192,12 +203,30 @@ def create_app(cfg: ServeConfig, pipe=None):
             if not length.isdigit() or int(length) > cfg.max_request_bytes:
                 return _error(413, f"request body of {length} bytes is over the limit of {cfg.max_request_bytes}",
                               "body")
+            try:  # a client dripping its body byte by byte must not hold a connection (and a slot) for ever
+                await asyncio.wait_for(request.body(), cfg.body_timeout_s)  # (kept for the handler)
+            except asyncio.TimeoutError:
+                return _error(408, f"the request body did not arrive within {cfg.body_timeout_s:g} s", "body")
+            except ClientDisconnect:  # nobody is left to answer
+                state["dropped"] += 1
+                return _error(499, "the client closed the connection", None)
+            if await request.is_disconnected():  # the whole body came, then the client left: no model time for it
+                state["dropped"] += 1
+                return _error(499, "the client closed the connection", None)
         return await call_next(request)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, a body FastAPI cannot parse
+        return _error(exc.status_code, str(exc.detail), "body" if exc.status_code in (400, 422) else None)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError):  # a body nested too deeply to parse
+        return _error(422, "invalid request: the JSON body is nested too deeply", "body")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        fields = [{"field": ".".join(str(p) for p in e["loc"][1:]) or "body", "message": e["msg"]}
-                  for e in exc.errors()]
+        fields = [{"field": "body" if e.get("type") == "json_invalid" else ".".join(str(p) for p in e["loc"][1:])
+                   or "body", "message": e["msg"]} for e in exc.errors()]  # (json_invalid's loc: the byte offset)
         return JSONResponse({"error": "invalid request: " + "; ".join(f"{f['field']}: {f['message']}"
                                                                       for f in fields), "fields": fields},
                             status_code=422)
@@ -216,6 +245,8 @@ def create_app(cfg: ServeConfig, pipe=None):
             return _error(422, str(exc), "inputs")
         except Exception as exc:  # the model failed: this request gets a 500, the server goes on
             return _error(500, f"model failure: {type(exc).__name__}: {exc}", None)
+        if not _all_finite(outputs):
+            return _error(500, "model failure: the model produced a non-finite number (NaN or infinity)", None)
         return {"outputs": outputs}
 
     PredictRequest = request_models(record.task, cfg.max_items, cfg.max_text_chars)
@@ -245,9 +276,21 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def info():
         return {"task": record.task, "record": record.to_dict(), "backend": cfg.backend,
                 "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
-                "model_calls": {t: b.batches for t, b in state["batchers"].items()}}
+                "model_calls": {t: b.batches for t, b in state["batchers"].items()},
+                "dropped_disconnected": state["dropped"]}
 
     return app
+
+
+def _all_finite(value) -> bool:
+    """Whether every float in a JSON-able answer is finite (json would write NaN, which is not JSON)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_all_finite(v) for v in value)
+    return True
 
 
 def _error(status: int, message: str, field: str | None):
@@ -274,8 +317,15 @@ def serve(cfg: ServeConfig) -> None:
     _require_fastapi()
     import uvicorn
 
-    options = dict(host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=cfg.graceful_s)
+    if cfg.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"litebert serve: warning: listening on {cfg.host}: the API has no authentication, so anyone who can "
+              "reach this address can use the model; put it behind a proxy that checks who calls", file=sys.stderr)
+    options = dict(host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=cfg.graceful_s,
+                   limit_concurrency=cfg.max_connections)
     if cfg.workers > 1:
+        # Each worker loads the directory itself; a bad one would make every worker fail and uvicorn respawn them
+        # for ever. Load it once here first: the same clean error (exit 2) as with one worker.
+        create_app(cfg, pipe=build_pipeline(cfg))
         os.environ[ENV_CONFIG] = json.dumps(asdict(cfg))
         uvicorn.run("litebert.serving:app_from_env", factory=True, workers=cfg.workers, **options)
         return

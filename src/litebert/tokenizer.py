@@ -11,7 +11,9 @@ character, the span of original text it came from. The fast path (`encode_ids_ba
 normalises with plain string methods and hands the whole batch to SentencePiece's C++ batch encoder.
 
 Directory layout is Hugging Face's: `spiece.model` (or `vocab.txt`) + `tokenizer_config.json` +
-`special_tokens_map.json`, so stock `transformers.AutoTokenizer` loads what we save.
+`special_tokens_map.json`, plus, for SentencePiece, a `tokenizer.json` that makes stock `transformers.AutoTokenizer`
+give our ids (`files()` lists them all; tokenizer_json.py says how). Calling a tokenizer follows transformers'
+convention (`tok(texts, text_pair, padding=..., truncation=..., max_length=..., return_tensors=...)`).
 """
 
 from __future__ import annotations
@@ -24,37 +26,65 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from litebert.errors import ConfigError, TokenizerError, where
-from litebert.files import atomic_write_bytes, read_json
+from litebert.files import atomic_write, read_json
 from litebert.hub_cache import resolve_model_path
-from litebert.tokenizer_json import TOKENIZER_JSON, read_tokenizer_json
+from litebert.tokenizer_json import (
+    SPIECE_UNDERLINE,
+    TOKENIZER_JSON,
+    is_comma_piece,
+    read_spm_proto,
+    read_tokenizer_json,
+    regex_class,
+    replace_step,
+    unigram_tokenizer_json,
+)
 
-SPIECE_UNDERLINE = "▁"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 MODEL_MAX_LENGTH = 512
+# What a call returns, and what transformers returns from the directories we save (its generic class would leave
+# out token_type_ids, and a model handed a pair would then read segment B as segment A).
+MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Text normalisation, plain and aligned
 
 
-@cache
-def _combining_re() -> re.Pattern:
-    """One regex class holding every code point with a non-zero canonical combining class (built once, ~0.2 s)."""
+def _ranges(predicate) -> list[tuple[int, int]]:
+    """The code points for which predicate(char) holds, as inclusive (first, last) runs."""
     ranges, start = [], None
     for cp in range(0x110000):
-        is_comb = unicodedata.combining(chr(cp)) != 0
-        if is_comb and start is None:
-            start = cp
-        elif not is_comb and start is not None:
-            ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(cp - 1))}")
+        if predicate(chr(cp)):
+            if start is None:
+                start = cp
+        elif start is not None:
+            ranges.append((start, cp - 1))
             start = None
-    return re.compile("[" + "".join(ranges) + "]")
+    return ranges
+
+
+@cache
+def _combining_ranges() -> list[tuple[int, int]]:
+    """Every code point with a non-zero canonical combining class (what preprocess_text drops after NFKD)."""
+    return _ranges(lambda c: unicodedata.combining(c) != 0)
+
+
+@cache
+def _space_ranges() -> list[tuple[int, int]]:
+    """Every code point for which str.isspace() holds (what str.split() splits on)."""
+    return _ranges(str.isspace)
+
+
+@cache
+def _combining_re() -> re.Pattern:
+    """One regex class holding every combining code point (built once, ~0.2 s)."""
+    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _combining_ranges()) + "]")
 
 
 def preprocess_text(text: str, remove_space: bool = True, lower: bool = False, keep_accents: bool = False) -> str:
@@ -69,14 +99,29 @@ def preprocess_text(text: str, remove_space: bool = True, lower: bool = False, k
     return text.lower() if lower else text
 
 
+def preprocess_steps(remove_space: bool = True, lower: bool = False, keep_accents: bool = False) -> list[dict]:
+    """`preprocess_text` as tokenizers-library normalizer steps (for tokenizer.json), step for step: the same
+    whitespace set (str.isspace) and the same marks (non-zero combining class, not every Unicode mark as the
+    library's StripAccents would drop). Lower-casing is the library's per-character one, which differs from
+    str.lower() only on a Greek capital sigma ending a word (ς here, σ there)."""
+    steps = []
+    if remove_space:
+        space = regex_class(_space_ranges())
+        steps += [replace_step(rf"\A{space}+|{space}+\z", ""), replace_step(f"{space}+", " ")]
+    if not keep_accents:
+        steps += [{"type": "NFKD"}, replace_step(regex_class(_combining_ranges()), "")]
+    if lower:
+        steps.append({"type": "Lowercase"})
+    return steps
+
+
 def _code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)  # [n]
 
 
 @cache
 def _space_code_points() -> np.ndarray:
-    """Every code point for which str.isspace() holds (what str.split() splits on)."""
-    return np.array([cp for cp in range(0x110000) if chr(cp).isspace()], dtype=np.uint32)
+    return np.array([cp for a, b in _space_ranges() for cp in range(a, b + 1)], dtype=np.uint32)
 
 
 class _Aligned:
@@ -176,6 +221,31 @@ def _strip_nfd(c: str) -> str:
 # Shared encode / truncate / pad / save logic
 
 
+class BatchEncoding(dict):
+    """What a tokenizer call returns: {"input_ids", "token_type_ids", "attention_mask"}, also readable as
+    attributes (enc.input_ids), as transformers' BatchEncoding is; `model(**enc)` takes it as it is."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to(self, device) -> BatchEncoding:
+        """The tensors moved to `device` (return_tensors="pt")."""
+        return BatchEncoding({k: v.to(device) for k, v in self.items()})
+
+
+def _text_list(texts, field: str) -> list[str]:
+    if not isinstance(texts, (list, tuple)):
+        raise ConfigError(f"{field}: a string or a list of strings, not {type(texts).__name__}")
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise ConfigError(f"{field}[{bad}]: a {type(texts[bad]).__name__}, not a string (pre-split words are not "
+                          "taken: pass the text)")
+    return list(texts)
+
+
 @dataclass
 class Encoding:
     """One encoded text or pair. offsets[i] = (start, end) in the original text; (0, 0) for specials/padding."""
@@ -217,8 +287,9 @@ def _truncated_lengths(na: int, nb: int | None, budget: int, strategy: str) -> t
     """How many tokens of each segment survive. longest_first is the official _truncate_seq_pair: drop one
     token at a time from the END of the longer segment (the second one on ties)."""
     if nb is None:
-        if strategy == "only_second":
-            raise ConfigError("truncation='only_second' needs a pair; use 'longest_first' for a single text")
+        if strategy == "only_second" and na > budget:
+            raise ConfigError(f"truncation='only_second': a single text of {na} tokens, more than the {budget} that "
+                              "max_length allows, has no second segment to cut (use 'longest_first')")
         return min(na, budget), None
     if na + nb <= budget:
         return na, nb
@@ -261,6 +332,38 @@ class _TokenizerBase:
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         return [self.token_to_id(t) for t in tokens]
+
+    def __call__(self, text: str | Sequence[str], text_pair: str | Sequence[str] | None = None, *,
+                 padding: bool | str = False, truncation: bool | str | None = None, max_length: int | None = None,
+                 return_tensors: str | None = None) -> BatchEncoding:
+        """transformers' calling convention, on top of `batch_encode`: a string (or a pair of strings) gives flat
+        lists, a list of strings (and a list of pairs) gives a list per text, "pt" / "np" give [B, L] int64.
+
+        padding: False / "do_not_pad", True / "longest" (the batch's longest row), "max_length".
+        truncation: False / "do_not_truncate", True / "longest_first", "only_first", "only_second"; None (the
+        default) truncates when max_length is given without padding, as transformers does. max_length, when
+        truncation or padding="max_length" needs one and none is given: 512 (tokenizer_config.json's
+        model_max_length). "longest_first" is the official _truncate_seq_pair, what fine-tuning uses; where both
+        segments must be cut to an odd total, transformers' fast tokenizers give the extra token to the second
+        segment when it is the longer (or equal) one, and this gives it to the first.
+        """
+        single = isinstance(text, str)
+        texts = [text] if single else _text_list(text, "text")
+        pairs = None
+        if text_pair is not None:
+            if isinstance(text_pair, str) != single:
+                raise ConfigError("text and text_pair: give two strings, or two lists of strings")
+            pairs = [text_pair] if single else _text_list(text_pair, "text_pair")
+        if truncation is None:
+            truncation = max_length is not None and padding is False
+        if truncation == "do_not_truncate":
+            truncation = False
+        if max_length is None and (truncation is not False or padding == "max_length"):
+            max_length = MODEL_MAX_LENGTH
+        out = self.batch_encode(texts, pairs, max_length, truncation, padding, return_tensors=return_tensors)
+        if single and return_tensors is None:
+            out = {key: rows[0] for key, rows in out.items()}
+        return BatchEncoding(out)
 
     def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
                truncation: str | bool = "longest_first", padding: str | bool = False,
@@ -356,24 +459,65 @@ class _TokenizerBase:
         """The content of spiece.model / vocab.txt (rebuilt when the tokenizer came from a tokenizer.json)."""
         return self.vocab_file.read_bytes() if self._vocab_bytes is None else self._vocab_bytes
 
+    def tokenizer_json(self) -> dict | None:
+        return None
+
     def fingerprint(self) -> str:
         """sha256 of the vocab file bytes and the settings: equal fingerprints tokenize identically."""
         h = hashlib.sha256(self.vocab_bytes())
         h.update(json.dumps(self.settings(), sort_keys=True).encode())
         return h.hexdigest()
 
+    def files(self) -> dict[str, Callable[[Path], None]]:
+        """The files of a tokenizer directory, each as a function that writes it at a given path: the one list of
+        what a saved tokenizer holds. `save_pretrained` runs them into a directory; a pretraining checkpoint and
+        its final/ run them beside the model (as `pretrained.model_files` does for the weights).
+
+        spiece.model / vocab.txt, tokenizer_config.json and special_tokens_map.json are Hugging Face's layout.
+        A SentencePiece tokenizer adds tokenizer.json (see `tokenizer_json`), which transformers reads in
+        preference to spiece.model, and names the generic class in tokenizer_config.json: transformers 5's
+        AlbertTokenizer would rebuild its own normalizer from the vocab and ignore the file's.
+        """
+        fast = self._tokenizer_json_bytes()
+        specials = self.special_tokens()
+        config = {"tokenizer_class": self.tokenizer_class if fast is None else "PreTrainedTokenizerFast",
+                  **self.settings(), **specials, "model_max_length": MODEL_MAX_LENGTH,
+                  "model_input_names": list(MODEL_INPUT_NAMES)}
+        config.pop("max_input_chars_per_word", None)  # ours only (it is in settings() for the fingerprint)
+
+        def text(data) -> Callable[[Path], None]:
+            content = json.dumps(data, indent=2, ensure_ascii=False).encode()
+            return lambda path: path.write_bytes(content)
+
+        out = {self.vocab_file_name: lambda path: path.write_bytes(self.vocab_bytes())}
+        if fast is not None:
+            out[TOKENIZER_JSON] = lambda path: path.write_bytes(fast)
+        out[TOKENIZER_CONFIG] = text(config)
+        out[SPECIAL_TOKENS_MAP] = text(specials)
+        return out
+
+    def _tokenizer_json_bytes(self) -> bytes | None:
+        """tokenizer.json's content, built once per settings (half a second for a 30k vocab)."""
+        key = json.dumps(self.settings(), sort_keys=True)
+        cached = getattr(self, "_json_cache", None)
+        if cached is None or cached[0] != key:
+            data = self.tokenizer_json()
+            cached = (key, None if data is None else json.dumps(data, ensure_ascii=False).encode())
+            self._json_cache = cached
+        return cached[1]
+
     def save_pretrained(self, out_dir: str | os.PathLike) -> Path:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        target = out / self.vocab_file_name
-        if not (target.exists() and target.samefile(self.vocab_file)):
-            atomic_write_bytes(target, self.vocab_bytes())
-        specials = self.special_tokens()
-        config = {"tokenizer_class": self.tokenizer_class, **self.settings(), **specials,
-                  "model_max_length": MODEL_MAX_LENGTH}
-        config.pop("max_input_chars_per_word", None)  # ours only (it is in settings() for the fingerprint)
-        atomic_write_bytes(out / TOKENIZER_CONFIG, json.dumps(config, indent=2, ensure_ascii=False).encode())
-        atomic_write_bytes(out / SPECIAL_TOKENS_MAP, json.dumps(specials, indent=2, ensure_ascii=False).encode())
+        files = self.files()
+        for name, write in files.items():
+            target = out / name
+            if name == self.vocab_file_name and target.exists() and target.samefile(self.vocab_file):
+                continue  # saving into the directory it was loaded from
+            atomic_write(target, write)
+        if TOKENIZER_JSON not in files and (out / TOKENIZER_JSON).is_file():
+            # One left by an earlier save (ours or transformers'): transformers would read it instead of ours.
+            (out / TOKENIZER_JSON).unlink()
         return out
 
     @classmethod
@@ -470,7 +614,7 @@ class AlbertTokenizer(_TokenizerBase):
         piece -> (replacement pieces, their ids)."""
         table = {}
         for piece in self._pieces:
-            if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+            if is_comma_piece(piece):
                 sub = self.sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
                 # The intent of the official code (and what it does on Python 2): a piece that did not start a
                 # word must not start one after the re-split. (30k-clean has no such piece: all 141 start with ▁.)
@@ -576,6 +720,14 @@ class AlbertTokenizer(_TokenizerBase):
                 out_ends.append(min(a + n, b))
                 a += n
         return out_ids, out_begins, out_ends
+
+    def tokenizer_json(self) -> dict | None:
+        """The tokenizers-library file that makes transformers tokenize as we do (None for a SentencePiece model
+        that library cannot reproduce, e.g. a BPE one: transformers then converts spiece.model itself)."""
+        proto = read_spm_proto(self.vocab_bytes(), self.vocab_file)
+        preprocess = preprocess_steps(self.remove_space, self.do_lower_case, self.keep_accents)
+        return unigram_tokenizer_json(proto, preprocess, set(self._comma_fix_by_id), ("[CLS]", self.cls_id),
+                                      ("[SEP]", self.sep_id))
 
     def id_to_token(self, i: int) -> str:
         return self._pieces[i]

@@ -1,4 +1,14 @@
-"""Tokenizer directories saved by transformers 5: `tokenizer.json` + `tokenizer_config.json`, with no `spiece.model`
+"""`tokenizer.json`, the tokenizers library's format, both ways.
+
+Writing: every tokenizer directory we save carries a `tokenizer.json` that makes stock transformers (which loads
+it in preference to `spiece.model` / `vocab.txt`) produce litebert's ids. transformers' own conversion of an ALBERT
+`spiece.model` departs from the official tokenization: it matches the user-defined symbols ("." "-" "(" ...) as
+added tokens before SentencePiece sees the text (so " ." loses its "▁" piece), replaces doubled backticks and
+quotes, strips every Unicode mark (the official code drops only combining-class marks) and ignores the digit-comma
+re-split. The file we write spells out the official pipeline in the library's own steps instead; which steps, and
+what they stand for, is in `unigram_tokenizer_json` and `wordpiece_tokenizer_json`.
+
+Reading: directories saved by transformers 5: `tokenizer.json` + `tokenizer_config.json`, with no `spiece.model`
 and no `vocab.txt`. We turn them back into the file our tokenizers read, so tokenization stays official-exact.
 
 - Unigram (ALBERT): `tokenizer.json` keeps everything the SentencePiece encoder uses: every piece with its score
@@ -24,7 +34,7 @@ from pathlib import Path
 
 from litebert.errors import TokenizerError
 from litebert.files import read_json
-from litebert.protowire import pb_bytes, pb_fixed32, pb_varint
+from litebert.protowire import Corrupt, pb_bytes, pb_fixed32, pb_varint, read_fields
 
 TOKENIZER_JSON = "tokenizer.json"
 
@@ -32,6 +42,13 @@ TOKENIZER_JSON = "tokenizer.json"
 _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _BYTE = 1, 2, 3, 4, 6
 _UNIGRAM = 1
 _BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
+SPIECE_UNDERLINE = "▁"
+# How far below its own score tokenizer.json stores a piece the official tokenizer never emits (one ending in a
+# digit then a comma): no segmentation takes it then, and the reader adds it back. transformers' older conversion
+# set such pieces to -100 for the same reason. SentencePiece's unknown-piece penalty is 10 below the lowest normal
+# score, tokenizers' 10 below the lowest of the whole vocab: with ALBERT's 30k model, -123 there instead of -23.5,
+# which matters only where an unknown character could also be covered by a longer piece (no official text).
+COMMA_PIECE_OFFSET = 100.0
 
 
 def read_tokenizer_json(directory: Path) -> tuple[str, bytes]:
@@ -73,6 +90,7 @@ def spm_model_from_unigram(data: dict, path: Path) -> bytes:
     for tok in data.get("added_tokens") or []:
         if tok.get("id", -1) < len(vocab) and vocab[tok["id"]][0] == tok.get("content"):
             added[tok["id"]] = _CONTROL if tok.get("special") else _USER_DEFINED
+    ours = _written_here(data)
     byte_fallback = bool(model.get("byte_fallback"))
     pieces = []
     for i, row in enumerate(vocab):
@@ -81,6 +99,10 @@ def spm_model_from_unigram(data: dict, path: Path) -> bytes:
             raise TokenizerError(f"{path}: model.vocab[{i}] = {row!r}; expected [piece, score]")
         piece, score = row
         kind = _UNKNOWN if i == unk_id else added.get(i, _NORMAL)
+        if ours and kind == _NORMAL and score == 0.0:
+            kind = _USER_DEFINED  # a trained piece's score is a log probability, below 0
+        if ours and is_comma_piece(piece):
+            score += COMMA_PIECE_OFFSET
         if byte_fallback and _BYTE_PIECE.match(piece):
             kind = _BYTE
         pieces.append(pb_bytes(1, pb_bytes(1, piece.encode("utf-8"))
@@ -91,6 +113,17 @@ def spm_model_from_unigram(data: dict, path: Path) -> bytes:
                + pb_varint(40, unk_id) + pb_varint(41, -1) + pb_varint(42, -1) + pb_varint(43, pad)
                + pb_bytes(45, vocab[unk_id][0].encode("utf-8")))
     return b"".join(pieces) + pb_bytes(2, trainer) + pb_bytes(3, _normalizer_spec(data, path))
+
+
+def is_comma_piece(piece: str) -> bool:
+    """A piece the official encode_pieces re-splits: its last two characters are a digit and a comma."""
+    return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+def _written_here(data: dict) -> bool:
+    """Whether `unigram_tokenizer_json` wrote this file: its normalizer adds the dummy prefix itself."""
+    return any(s.get("type") == "Prepend" and s.get("prepend") == SPIECE_UNDERLINE
+               for s in _steps(data.get("normalizer"), "normalizers"))
 
 
 def _normalizer_spec(data: dict, path: Path) -> bytes:
@@ -107,8 +140,13 @@ def _normalizer_spec(data: dict, path: Path) -> bytes:
     if metaspace is None:
         raise TokenizerError(f"{path}: a Unigram tokenizer without a Metaspace pre-tokenizer is not a SentencePiece "
                              "model; litebert cannot rebuild it")
-    dummy_prefix = metaspace.get("prepend_scheme", "always") != "never" and metaspace.get("add_prefix_space", True)
-    collapse = any(s.get("type") == "WhitespaceSplit" for s in pre)
+    normalizers = _steps(data.get("normalizer"), "normalizers")
+    # transformers' conversion: the Metaspace step adds the dummy prefix and WhitespaceSplit drops extra spaces;
+    # ours (unigram_tokenizer_json): a Prepend("▁") normalizer and a Replace of space runs.
+    dummy_prefix = (metaspace.get("prepend_scheme", "always") != "never" and metaspace.get("add_prefix_space", True)
+                    or _written_here(data))
+    collapse = (any(s.get("type") == "WhitespaceSplit" for s in pre)
+                or any(s.get("type") == "Replace" and s.get("pattern") == {"Regex": " {2,}"} for s in normalizers))
     return (pb_bytes(1, b"nmt_nfkc" if charsmap else b"identity") + pb_bytes(2, charsmap)
             + pb_varint(3, bool(dummy_prefix)) + pb_varint(4, collapse) + pb_varint(5, 1))
 
@@ -120,3 +158,123 @@ def _steps(node, key: str) -> list[dict]:
     if node.get("type") == "Sequence":
         return [s for s in node.get(key) or [] if isinstance(s, dict)]
     return [node]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Writing
+
+
+def regex_class(ranges: list[tuple[int, int]]) -> str:
+    """An Oniguruma character class (the tokenizers library's regex engine) holding the code point ranges."""
+    return "[" + "".join(f"\\x{{{a:X}}}" + (f"-\\x{{{b:X}}}" if b > a else "") for a, b in ranges) + "]"
+
+
+def replace_step(pattern: str, content: str) -> dict:
+    return {"type": "Replace", "pattern": {"Regex": pattern}, "content": content}
+
+
+def _added(token_id: int, content: str) -> dict:
+    """A special token, matched on the raw text."""
+    return {"id": token_id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": False, "special": True}
+
+
+def _template(cls: tuple[str, int], sep: tuple[str, int]) -> dict:
+    """[CLS] A [SEP] (B [SEP]) with token types 0.. 1.., as our encode builds it."""
+    def special(token, type_id):
+        return {"SpecialToken": {"id": token, "type_id": type_id}}
+
+    def seq(name, type_id):
+        return {"Sequence": {"id": name, "type_id": type_id}}
+
+    return {"type": "TemplateProcessing",
+            "single": [special(cls[0], 0), seq("A", 0), special(sep[0], 0)],
+            "pair": [special(cls[0], 0), seq("A", 0), special(sep[0], 0), seq("B", 1), special(sep[0], 1)],
+            "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in (cls, sep)}}
+
+
+def _document(normalizer: list[dict], pre_tokenizer: dict, decoder: dict, model: dict, added: list[dict],
+              cls: tuple[str, int], sep: tuple[str, int]) -> dict:
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+            "normalizer": {"type": "Sequence", "normalizers": normalizer}, "pre_tokenizer": pre_tokenizer,
+            "post_processor": _template(cls, sep), "decoder": decoder, "model": model}
+
+
+def read_spm_proto(model: bytes, path: Path) -> dict:
+    """The fields of a serialized SentencePiece ModelProto that encoding depends on: pieces as (piece, score,
+    type), model type, unk id, byte fallback, the normalizer's char map and its whitespace switches."""
+    out = {"pieces": [], "model_type": _UNIGRAM, "byte_fallback": False, "charsmap": b"", "add_dummy_prefix": True,
+           "remove_extra_whitespaces": True, "escape_whitespaces": True, "split_by_whitespace": True,
+           "treat_whitespace_as_suffix": False}
+    try:
+        for field, _, value in read_fields(model):
+            if field == 1:  # SentencePiece {1: piece, 2: score, 3: type}
+                piece, score, kind = "", 0.0, _NORMAL
+                for f, _, v in read_fields(value):
+                    if f == 1:
+                        piece = v.decode("utf-8")
+                    elif f == 2:
+                        score = struct.unpack("<f", struct.pack("<I", v))[0]
+                    elif f == 3:
+                        kind = v
+                out["pieces"].append((piece, score, kind))
+            elif field == 2:  # TrainerSpec
+                names = {3: "model_type", 35: "byte_fallback", 24: "treat_whitespace_as_suffix",
+                         13: "split_by_whitespace"}
+                for f, _, v in read_fields(value):
+                    if f in names:
+                        out[names[f]] = v if f == 3 else bool(v)
+            elif field == 3:  # NormalizerSpec
+                names = {2: "charsmap", 3: "add_dummy_prefix", 4: "remove_extra_whitespaces", 5: "escape_whitespaces"}
+                for f, _, v in read_fields(value):
+                    if f in names:
+                        out[names[f]] = v if f == 2 else bool(v)
+    except (Corrupt, UnicodeDecodeError) as exc:
+        raise TokenizerError(f"{path}: not a readable SentencePiece model ({exc})") from None
+    return out
+
+
+def unigram_tokenizer_json(proto: dict, preprocess: list[dict], comma_pieces: set[int],
+                           cls: tuple[str, int], sep: tuple[str, int]) -> dict | None:
+    """tokenizer.json for an ALBERT SentencePiece model (`proto` from `read_spm_proto`), or None when the model is
+    one the tokenizers library cannot reproduce (not Unigram, or whitespace handled otherwise than ALBERT's).
+
+    - normalizer: `preprocess` (the official preprocess_text, from the caller), then SentencePiece's own
+      normalizer: its precompiled char map, its whitespace rule (strip, collapse runs of spaces) and its dummy
+      prefix "▁". Spaces become "▁" here too, so what the next steps see is what SentencePiece segments.
+    - pre-tokenizer: split before each "▁". No piece holds a "▁" past its first character
+      (`split_by_whitespace`), so segmenting word by word is the same Viterbi search.
+    - model: Unigram with the pieces and scores. A user-defined piece ("." "(" "-" ...) stays a plain piece with
+      its score (0: no normal piece holds those characters, so it is always segmented alone, as SentencePiece
+      does). transformers' own conversion makes them added tokens, matched on the raw text ahead of
+      normalization, which loses the "▁" of a space before them (" ." gives "." where SentencePiece gives "▁"
+      "."). A piece the official tokenizer never emits, one ending in a digit then a comma ("▁1999,", which
+      `encode_pieces` re-splits into "▁1999" ","), is stored COMMA_PIECE_OFFSET below its score: no path takes
+      it, so the search itself picks the re-split form.
+    - added tokens: the control pieces and <unk> ([CLS], [SEP], [MASK], <pad>, <unk>), special, matched on the
+      raw text as transformers expects; each stretch between them is normalized on its own, dummy prefix
+      included ("a [MASK] b" -> "▁a" [MASK] "▁b", as `inference.encode_with_masks` does).
+    """
+    pieces = proto["pieces"]
+    if (proto["model_type"] != _UNIGRAM or not proto["escape_whitespaces"] or not proto["split_by_whitespace"]
+            or proto["treat_whitespace_as_suffix"] or not pieces):
+        return None
+    unk_id = next((i for i, (_, _, kind) in enumerate(pieces) if kind == _UNKNOWN), None)
+    if unk_id is None:
+        return None
+    vocab = [[piece, score - COMMA_PIECE_OFFSET if i in comma_pieces else score]
+             for i, (piece, score, _) in enumerate(pieces)]
+    normalizer = list(preprocess)
+    if proto["charsmap"]:
+        normalizer.append({"type": "Precompiled",
+                           "precompiled_charsmap": base64.b64encode(proto["charsmap"]).decode("ascii")})
+    if proto["remove_extra_whitespaces"]:
+        normalizer += [replace_step(r"\A +| +\z", ""), replace_step(" {2,}", " ")]
+    if proto["add_dummy_prefix"]:
+        normalizer.append({"type": "Prepend", "prepend": SPIECE_UNDERLINE})
+    normalizer.append(replace_step(" ", SPIECE_UNDERLINE))
+    added = [_added(i, piece) for i, (piece, _, kind) in enumerate(pieces) if kind in (_CONTROL, _UNKNOWN)]
+    split = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "never", "split": True}
+    decoder = {"type": "Metaspace", "replacement": SPIECE_UNDERLINE, "prepend_scheme": "always", "split": True}
+    model = {"type": "Unigram", "unk_id": unk_id, "vocab": vocab, "byte_fallback": proto["byte_fallback"]}
+    return _document(normalizer, split, decoder, model, added, cls, sep)

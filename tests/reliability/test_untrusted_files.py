@@ -151,3 +151,17 @@ def test_the_source_scan_catches_what_it_looks_for(tmp_path):
                    "m.from_pretrained('x', trust_remote_code=True)\nimport numpy as np\n"
                    "np.load('a', allow_pickle=True)\n")
     assert len(source_violations(bad)) == 8
+
+
+def test_a_refused_state_file_gets_no_advice_to_load_it_unsafely(tmp_path):
+    """torch's refusal ends with how to load the file anyway (weights_only=False, which runs its code); our
+    message keeps the reason (the refused global) and drops that advice."""
+    from litebert.checkpoint import load_state
+
+    marker = tmp_path / "payload-ran"
+    write_payload(tmp_path / "state.pt", marker)
+    with pytest.raises(LitebertError) as exc:
+        load_state(tmp_path / "state.pt")
+    message = str(exc.value)
+    assert "weights_only" not in message and "exec" in message and "refused, never executed" in message, message
+    assert not marker.exists()

@@ -39,6 +39,9 @@ def register(sub) -> None:
     e.add_argument("--quantize", choices=("int8",),
                    help="onnxruntime dynamic int8 quantization of the graph (default: none, fp32)")
     e.add_argument("--opset", type=int, default=17, help="ONNX opset (default: 17)")
+    e.add_argument("--graph-only", action="store_true",
+                   help="export a directory without a tokenizer: the graph and config.json alone, which `serve` "
+                        "does not take (default: refuse such a directory)")
     e.add_argument("--exporter", choices=("torchscript", "dynamo"), default="torchscript",
                    help="torch's TorchScript exporter (default, no extra package) or the dynamo one (needs onnxscript)")
     e.add_argument("--no-verify", dest="verify", action="store_false",
@@ -62,6 +65,6 @@ def run_export(args) -> int:
     if (args.model is None) == (args.model_dir is None):
         raise ConfigError("export-onnx: give the model directory once, as --model DIR (or the positional DIR)")
     result = export_onnx(args.model or args.model_dir, args.out, args.task, opset=args.opset, exporter=args.exporter,
-                         verify=args.verify, quantize=args.quantize)
+                         verify=args.verify, quantize=args.quantize, graph_only=args.graph_only)
     print(result.format())
     return 0

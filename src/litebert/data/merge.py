@@ -33,7 +33,7 @@ from litebert.data.corpus import _READ_HINT, CorpusReader, expand_inputs, is_jso
 from litebert.data.store import (SPLITS, TokenStore, _swap_into_place, _write_json, build_store, check_usable,
                                  split_warnings)
 from litebert.errors import CorpusError
-from litebert.files import fsync_dir
+from litebert.files import OUTPUT_ERRNOS, disk_error, fsync_dir, reason, sha256_file
 
 
 def parse_shard(spec: str) -> tuple[int, int]:
@@ -118,7 +118,12 @@ def build_part(inputs, tokenizer, out, index: int, count: int, *, on_bad_utf8: s
                           "corpus into more files")
     offset = count_documents([f for r in ranges[:index] for f in r], on_bad_utf8, max_doc_sentences,
                              build_kwargs.get("workers", 1))
-    part = {"index": index, "count": count, "listing_sha256": listing, "doc_offset": offset}
+    # The listing digest holds paths and sizes only: two machines with different texts of equal sizes would agree
+    # on it. The content checksum of every file this part reads (those before its range are read to count their
+    # documents) lets the merge tell (sha256, over the same bytes the reader sees).
+    read = [f for r in ranges[: index + 1] for f in r]
+    part = {"index": index, "count": count, "listing_sha256": listing, "doc_offset": offset,
+            "file_sha256": [sha256_file(f) for f in read]}
     return build_store(ranges[index], tokenizer, out, on_bad_utf8=on_bad_utf8, max_doc_sentences=max_doc_sentences,
                        doc_offset=offset, part=part, **build_kwargs)
 
@@ -168,6 +173,7 @@ def _open_parts(parts: list[Path]) -> list[TokenStore]:
     if missing:
         raise CorpusError(f"part(s) {', '.join(map(str, missing))} of {count} missing: pass all {count} parts")
     ordered = [by_index[i] for i in range(count)]
+    _check_same_texts(ordered)
     expected = 0
     for store in ordered:
         if store.meta["part"]["doc_offset"] != expected:
@@ -175,6 +181,18 @@ def _open_parts(parts: list[Path]) -> list[TokenStore]:
                               f"parts before it end at {expected}: the input files changed between the builds")
         expected += store.meta["part"]["documents_read"]
     return ordered
+
+
+def _check_same_texts(parts: list[TokenStore]) -> None:
+    """Every part that read input file i (to tokenize it, or to count its documents) read the same bytes."""
+    seen: dict[int, tuple[str, Path]] = {}
+    for store in parts:
+        for i, digest in enumerate(store.meta["part"].get("file_sha256", [])):
+            first = seen.setdefault(i, (digest, store.path))
+            if first[0] != digest:
+                raise CorpusError(f"{store.path}: input file {i + 1} of the listing has other content than when "
+                                  f"{first[1]} read it (the same path and size, another text): the parts were cut "
+                                  "from different texts; build them all from identical copies")
 
 
 def merge_parts(parts, out, overwrite: bool = False) -> TokenStore:
@@ -213,14 +231,29 @@ def merge_parts(parts, out, overwrite: bool = False) -> TokenStore:
             target = tmp / "parts" / f"{i:05d}"
             os.rename(store.path, target)
             moved.append((target, store.path))
-        shutil.copytree(tmp / "parts" / "00000" / "tokenizer", tmp / "tokenizer")
+        _copy_files(tmp / "parts" / "00000" / "tokenizer", tmp / "tokenizer")
         _write_json(tmp / "stats.json", stats)
         _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
         fsync_dir(tmp)
         _swap_into_place(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         for target, source in reversed(moved):  # give the parts back
             os.rename(target, source)
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        err = disk_error(exc) if isinstance(exc, Exception) else None
+        if err is None or err.errno not in OUTPUT_ERRNOS:
+            raise
+        raise CorpusError(f"{out}: cannot write the merged store ({reason(err)}: {err.filename or err}); the parts "
+                          "are back where they were") from None
     return TokenStore.open(out)
+
+
+def _copy_files(src: Path, dst: Path) -> None:
+    """Copy a folder (the tokenizer's) file by file: shutil.copytree would fold a full disk's OSError into a
+    shutil.Error that no longer carries the errno."""
+    dst.mkdir()
+    for path in sorted(src.iterdir()):
+        if path.is_dir():
+            _copy_files(path, dst / path.name)
+        else:
+            shutil.copyfile(path, dst / path.name)
