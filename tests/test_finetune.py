@@ -59,8 +59,8 @@ def test_sst2_classification(tmp_path, english_model, shared_data):
     _, scores, rows = run_task(tmp_path, english_model, "sst-2", shared_data / "glue" / "SST-2",
                                predict_input=shared_data / "glue" / "SST-2" / "test.tsv")
     assert 0.0 <= scores["accuracy"] <= 1.0 and scores["examples"] == 8
-    assert len(rows) == 1821 and rows[0]["label"] in ("0", "1")
-    assert abs(sum(rows[0]["probabilities"].values()) - 1) < 1e-5
+    assert len(rows) == 1821 and rows[0]["label"] == ("negative", "positive")[rows[0]["label_id"]]
+    assert abs(sum(rows[0]["scores"].values()) - 1) < 1e-5
     # best/ carries the tokenizer transformers reads as litebert does (tokenizer.json; test_tokenizer_hf.py)
     transformers = pytest.importorskip("transformers")
     from litebert.tokenizer import load_tokenizer
@@ -204,9 +204,10 @@ def test_a_training_file_without_dev_is_refused(tmp_path, english_model, shared_
 
 def test_evaluate_and_predict_refuse_a_head_that_was_never_trained(tmp_path, english_model, shared_data):
     sst2 = shared_data / "glue" / "SST-2"
-    with pytest.raises(LitebertError, match="newly initialised"):
+    refused = r"is a mlm model \(AlbertForPreTraining\); task sst-2 needs a classification model"
+    with pytest.raises(LitebertError, match=refused):
         evaluate("sst-2", english_model, sst2, limit=8, max_seq_length=32)
-    with pytest.raises(LitebertError, match="newly initialised"):
+    with pytest.raises(LitebertError, match=refused):
         predict("sst-2", english_model, sst2 / "test.tsv", max_seq_length=32)
 
 
@@ -324,7 +325,7 @@ def test_predict_text_from_the_command_line_with_label_names_and_the_record(tmp_
     assert code == 0, err
     rows = [json.loads(x) for x in out.splitlines()]
     assert [r["text"] for r in rows] == ["a gripping film", "dull"]
-    assert all(r["label_name"] == {"0": "negative", "1": "positive"}[r["label"]] for r in rows)
+    assert all(r["label"] == ("negative", "positive")[r["label_id"]] for r in rows)
     assert f"--model {run}: using {run / 'best'}" in err
     # the run's curves: training loss and the dev metric, legends clear of the curves
     pytest.importorskip("matplotlib")

@@ -61,7 +61,7 @@ def encoded(tok, text, pair=None, max_length=64):
 
 
 def test_classification_labels_by_name_match_a_direct_forward(dirs, tok):
-    clf = litebert.pipeline(None, dirs["classification"])  # the task comes from the directory
+    clf = litebert.pipeline(None, dirs["classification"], "fp32")  # the task comes from the directory
     got = clf(TEXTS)
     for text, result in zip(TEXTS, got):
         probs = forward("AlbertForSequenceClassification", dirs["classification"], **encoded(tok, text)).logits
@@ -73,14 +73,14 @@ def test_classification_labels_by_name_match_a_direct_forward(dirs, tok):
 
 
 def test_regression_pairs_and_multilabel(dirs, tok):
-    reg = litebert.pipeline("text-classification", dirs["regression"])
+    reg = litebert.pipeline("text-classification", dirs["regression"], "fp32")
     pairs = [("a man plays a guitar .", "a person plays music ."), ("cats sleep .", "the market fell sharply .")]
     got = reg(pairs + [{"text": "cats sleep .", "text_pair": "the market fell sharply ."}, "one text alone"])
     for (a, b), result in zip(pairs, got):
         want = forward("AlbertForSequenceClassification", dirs["regression"], **encoded(tok, a, b)).logits[0, 0]
-        assert result == {"score": pytest.approx(float(want), abs=1e-5)}
+        assert result == {"score": pytest.approx(float(want), abs=1e-5), "truncated_tokens": 0}
     assert got[2] == got[1]  # the dict form of a pair is the same input
-    ml = litebert.pipeline(None, dirs["multilabel"])
+    ml = litebert.pipeline(None, dirs["multilabel"], "fp32")
     for text, result in zip(TEXTS, ml(TEXTS)):
         sig = forward("AlbertForSequenceClassification", dirs["multilabel"], **encoded(tok, text)).logits[0].sigmoid()
         np.testing.assert_allclose([result["scores"][k] for k in "abc"], sig.tolist(), atol=1e-5)
@@ -88,7 +88,7 @@ def test_regression_pairs_and_multilabel(dirs, tok):
 
 
 def test_multiple_choice_with_any_number_of_options(dirs, tok):
-    mc = litebert.pipeline(None, dirs["choice"])
+    mc = litebert.pipeline(None, dirs["choice"], "fp32")
     items = [{"context": "tom went to the market to buy apples .", "question": "where did tom go ?",
               "options": ["the market", "school", "the moon"]},
              {"context": "it rained all day .", "question": "how was the weather ?",
@@ -106,22 +106,34 @@ def test_multiple_choice_with_any_number_of_options(dirs, tok):
     same([mc(i) for i in items], got)
 
 
-def test_fill_mask_matches_the_fill_mask_function(dirs):
-    from litebert.inference import fill_mask
+def test_fill_mask_matches_the_masked_lm_model(dirs, tok):
+    """The pipeline's top tokens are the MLM head's own softmax at each [MASK] (special tokens never proposed)."""
+    import torch
 
-    fm = litebert.pipeline(None, dirs["pretraining"])
+    from litebert.model import AlbertForMaskedLM
+
+    fm = litebert.pipeline(None, dirs["pretraining"], "fp32")
     texts = ["the capital of [MASK] is paris .", "[MASK] and [MASK] went up the hill ."]
     got = fm(texts, top_k=3)
-    want = fill_mask(dirs["pretraining"], texts, top_k=3)
+    model = AlbertForMaskedLM.from_pretrained(dirs["pretraining"]).eval()
     assert [len(g) for g in got] == [1, 2]
-    for g_text, w_text in zip(got, want):
-        for g, w in zip(g_text, w_text):
-            assert [p["token_id"] for p in g] == [p.token_id for p in w]
-            np.testing.assert_allclose([p["score"] for p in g], [p.score for p in w], atol=1e-5)
+    for text, g_text in zip(texts, got):
+        ids = [tok.cls_id]
+        for i, part in enumerate(text.split("[MASK]")):
+            ids += tok.encode_ids(part) if part.strip() else []
+            ids += [tok.mask_id] if i < text.count("[MASK]") else [tok.sep_id]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).mlm_logits[0]  # [L, V]
+        logits[:, sorted(tok.special_ids)] = -float("inf")
+        probs = logits.softmax(-1)[torch.tensor(ids) == tok.mask_id]  # [P, V]
+        for g, p in zip(g_text, probs):
+            top = p.topk(3)
+            assert [x["token_id"] for x in g] == top.indices.tolist()
+            np.testing.assert_allclose([x["score"] for x in g], top.values.tolist(), atol=1e-5)
 
 
 def test_embeddings_mean_and_cls_pooling(dirs, tok):
-    emb = litebert.pipeline("embeddings", dirs["classification"])  # any directory has an encoder
+    emb = litebert.pipeline("embeddings", dirs["classification"], "fp32")  # any directory has an encoder
     mean, cls, unit = emb(TEXTS), emb(TEXTS, pooling="cls"), emb(TEXTS, normalize=True)
     for i, text in enumerate(TEXTS):
         hidden = forward("AlbertModel", dirs["classification"], **encoded(tok, text)).sequence_output[0]  # [L, H]
@@ -129,7 +141,7 @@ def test_embeddings_mean_and_cls_pooling(dirs, tok):
         np.testing.assert_allclose(cls[i], hidden[0].tolist(), atol=1e-5)
         np.testing.assert_allclose(unit[i], (hidden.mean(0) / hidden.mean(0).norm()).tolist(), atol=1e-5)
     same(emb(TEXTS[2]), mean[2])
-    shared = litebert.pipeline(None, dirs["classification"]).embeddings()  # the task model's own encoder
+    shared = litebert.pipeline(None, dirs["classification"], "fp32").embeddings()  # the task model's own encoder
     same(shared(TEXTS, pooling="cls"), cls)
 
 
@@ -156,7 +168,7 @@ def run_dir(tmp_path, model_dir, **settings):
 
 def test_token_classification_of_a_run_matches_predict(tmp_path, dirs):
     run = run_dir(tmp_path, dirs["token"], task="conll2003", max_seq_length=64)
-    ner = litebert.pipeline(None, run)  # a run dir: its best/ checkpoint, its labels
+    ner = litebert.pipeline(None, run, "fp32")  # a run dir: its best/ checkpoint, its labels
     text = "EU rejects German call to boycott British lamb , says Peter Blackburn in Brussels ."
     words = ner(text, aggregate="words")
     assert [text[w["start"]:w["end"]] for w in words] == text.split()
@@ -173,7 +185,7 @@ def test_token_classification_of_a_run_matches_predict(tmp_path, dirs):
 def test_qa_of_a_run_matches_predict_across_doc_stride_windows(tmp_path, dirs, shared_data):
     dev = shared_data / "squad" / "dev-v1.1.json"
     run = run_dir(tmp_path, dirs["qa"], task="squad1.1", max_seq_length=64, doc_stride=16, max_query_length=16)
-    qa = litebert.pipeline(None, run)
+    qa = litebert.pipeline(None, run, "fp32")
     assert (qa.record.max_seq_length, qa.record.doc_stride, qa.record.max_query_length) == (64, 16, 16)
     article = json.loads(dev.read_text())["data"][0]
     para = article["paragraphs"][0]
@@ -195,7 +207,7 @@ def test_qa_of_a_run_matches_predict_across_doc_stride_windows(tmp_path, dirs, s
 
 
 def test_qa_v2_answers_nothing_above_the_threshold(dirs):
-    qa = litebert.pipeline(None, dirs["qa"])
+    qa = litebert.pipeline(None, dirs["qa"], "fp32")
     qa.record.version_2 = True
     item = {"question": "who ?", "context": "ada wrote the first program ."}
     answered = qa(item, null_threshold=1e9)
@@ -213,7 +225,7 @@ def test_bf16_and_onnx_backends_agree_with_fp32(tmp_path, dirs, head):
     inputs = {"classification": TEXTS, "token": TEXTS, "pretraining": ["a [MASK] film ."],
               "qa": [{"question": "what was fun ?", "context": TEXTS[0]}],
               "choice": [{"context": TEXTS[2], "question": "how was it ?", "options": ["dull", "a joy"]}]}[head]
-    fp32 = litebert.pipeline(None, dirs[head])
+    fp32 = litebert.pipeline(None, dirs[head], "fp32")
     export_onnx(dirs[head], tmp_path / "m.onnx", heads.for_pipeline(fp32.task).export_task)
     results = {b: litebert.pipeline(None, dirs[head], b, onnx_file=tmp_path / "m.onnx")(inputs)
                for b in ("bf16", "onnx")}
@@ -229,7 +241,7 @@ def test_onnx_backend_does_not_import_torch(tmp_path, dirs):
     from litebert.export import export_onnx
 
     export_onnx(dirs["classification"], tmp_path / "m.onnx", "classification")
-    want = litebert.pipeline(None, dirs["classification"])(TEXTS[0])
+    want = litebert.pipeline(None, dirs["classification"], "fp32")(TEXTS[0])
     code = ("import sys, json; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
             "import litebert\n"
             f"p = litebert.pipeline(None, {str(dirs['classification'])!r}, 'onnx', onnx_file={str(tmp_path / 'm.onnx')!r})\n"
@@ -241,7 +253,7 @@ def test_onnx_backend_does_not_import_torch(tmp_path, dirs):
 
 
 def test_bad_inputs_are_clear_errors(dirs):
-    clf = litebert.pipeline(None, dirs["classification"])
+    clf = litebert.pipeline(None, dirs["classification"], "fp32")
     cases = [([], "empty list"), ([3], "'text' should be a string"), ({"txt": "a"}, "unknown field 'txt'"),
              (("a", "b", "c"), "pair"), ({"text": "a", "text_pair": 5}, "'text_pair' should be a string"),
              ("   ", "'text' is empty")]
@@ -251,11 +263,11 @@ def test_bad_inputs_are_clear_errors(dirs):
     with pytest.raises(LitebertError, match="unknown option 'top_k'"):
         clf("a", top_k=3)
     with pytest.raises(LitebertError, match="serves 'text-classification'"):
-        litebert.pipeline("question-answering", dirs["classification"])
+        litebert.pipeline("question-answering", dirs["classification"], "fp32")
     with pytest.raises(LitebertError, match="serves .fill-mask."):
-        litebert.pipeline("text-classification", dirs["pretraining"])
+        litebert.pipeline("text-classification", dirs["pretraining"], "fp32")
     with pytest.raises(LitebertError, match="missing field 'context'"):
-        litebert.pipeline(None, dirs["qa"])({"question": "who ?"})
+        litebert.pipeline(None, dirs["qa"], "fp32")({"question": "who ?"})
     with pytest.raises(LitebertError, match="no ONNX file"):
         litebert.pipeline(None, dirs["classification"], "onnx")
 

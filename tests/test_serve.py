@@ -77,7 +77,7 @@ def model_dir(tmp_path_factory, shared_data):
 @pytest.fixture(scope="module")
 def servers(model_dir):
     """Both servers start at once (the start-up is most of this file's time)."""
-    main = Server(model_dir, "--max-wait-ms", "20", "--max-items", "8", "--max-text-chars", "2000",
+    main = Server(model_dir, "--backend", "fp32", "--max-wait-ms", "20", "--max-items", "8", "--max-text-chars", "2000",
                   "--max-request-bytes", "10000")
     slow = Server(model_dir, "--max-wait-ms", "2000", "--max-batch-size", "64",
                   "--wait-when-idle")  # a lone request waits 2 s
@@ -98,7 +98,7 @@ def post(server, body, path="/predict", **kw):
 
 
 def test_answers_equal_the_python_api(server, model_dir):
-    api = litebert.pipeline(None, model_dir)
+    api = litebert.pipeline(None, model_dir, "fp32")
     pairs = [("a man plays a guitar .", "a person plays music .")]
     r = post(server, {"inputs": [{"text": t} for t in TEXTS] + [{"text": a, "text_pair": b} for a, b in pairs]})
     assert r.status_code == 200, r.text

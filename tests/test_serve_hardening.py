@@ -125,6 +125,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _start_server(model, log_path, *flags):
+    """A real `litebert serve` on a free port, waited for until /ready answers 200: (process, url, log file)."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(log_path, "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "litebert", "serve", "--model", str(model), "--port", str(port),
+                             "--threads", "1", *flags], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 180
+    while True:
+        assert proc.poll() is None and time.time() < deadline, log.seek(0) or log.read()
+        try:
+            if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                return proc, url, log
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+
+
 def _read_reply(s: socket.socket) -> str:
     """One HTTP response (head and its Content-Length of body) from socket `s`."""
     data = b""
@@ -139,23 +157,10 @@ def _read_reply(s: socket.socket) -> str:
 
 
 def test_slow_bodies_are_cut_off_and_gone_clients_get_no_model_time(model_dir):
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(f"{model_dir}.{port}.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "litebert", "serve", "--model", str(model_dir), "--port",
-                             str(port), "--threads", "1", "--body-timeout-s", "1", "--max-wait-ms", "500",
-                             "--wait-when-idle"],  # a lone request sits 500 ms in the queue: time to leave
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc, url, log = _start_server(model_dir, f"{model_dir}.slow.log", "--body-timeout-s", "1", "--max-wait-ms",
+                                   "500")
+    port = int(url.rsplit(":", 1)[1])
     try:
-        deadline = time.time() + 120
-        while True:
-            assert proc.poll() is None and time.time() < deadline, log.seek(0) or log.read()
-            try:
-                if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
         body = json.dumps({"inputs": [{"text": "a fine film"}]}).encode()
         head = (f"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
@@ -177,4 +182,103 @@ def test_slow_bodies_are_cut_off_and_gone_clients_get_no_model_time(model_dir):
     finally:
         proc.kill()
         proc.wait(30)
+        log.close()
+
+
+def _children(pid: int) -> set[int]:
+    """The worker processes of a `--workers N` server (its spawned children, not multiprocessing's helpers)."""
+    from pathlib import Path
+
+    workers = set()
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                workers.add(int(child))
+        except OSError:
+            continue  # it ended meanwhile
+    return workers
+
+
+def test_a_model_removed_under_workers_gives_a_failing_ready_not_a_respawn_loop(model_dir, tmp_path):
+    """Today a worker that cannot load the directory exits, and uvicorn starts another, for ever."""
+    import os
+    import shutil
+    import signal
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(tmp_path / "serve.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "litebert", "serve", "--model", str(model), "--port", str(port),
+                             "--threads", "1", "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 180
+        while True:
+            assert proc.poll() is None and time.time() < deadline, log.seek(0) or log.read()
+            try:
+                if httpx.get(url + "/ready", timeout=2).status_code == 200 and len(_children(proc.pid)) == 2:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        shutil.rmtree(model)
+        r = httpx.get(url + "/ready", timeout=5)
+        assert r.status_code == 503 and "is gone" in r.json()["error"]
+        os.kill(sorted(_children(proc.pid))[0], signal.SIGKILL)  # a worker dies; uvicorn starts another
+        time.sleep(8)
+        workers = _children(proc.pid)
+        time.sleep(4)
+        assert _children(proc.pid) == workers and len(workers) == 2  # the new worker stays: no respawn loop
+        r = httpx.get(url + "/ready", timeout=5)
+        assert r.status_code == 503 and "error" in r.json()
+        assert proc.poll() is None
+    finally:
+        workers = _children(proc.pid) if proc.poll() is None else set()
+        proc.terminate()  # uvicorn's supervisor stops its workers
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        for child in workers:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+
+
+def test_a_request_cut_off_by_the_graceful_shutdown_limit_gets_a_json_503(model_dir, tmp_path):
+    """A lone request waits 10 s for company (--wait-when-idle); SIGTERM gives it 2 s (--graceful-s). Today uvicorn
+    closes the connection without an answer."""
+    import signal
+    import threading
+
+    proc, url, log = _start_server(model_dir, tmp_path / "serve.log", "--graceful-s", "2", "--wait-when-idle",
+                                   "--max-wait-ms", "10000")
+    try:
+        answer = {}
+
+        def request():
+            try:
+                answer["r"] = httpx.post(url + "/predict", json={"inputs": [{"text": "a fine film"}]}, timeout=30)
+            except httpx.TransportError as exc:
+                answer["error"] = exc
+
+        thread = threading.Thread(target=request)
+        thread.start()
+        time.sleep(1.0)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        thread.join(30)
+        assert "r" in answer, answer.get("error")
+        r = answer["r"]
+        assert r.status_code == 503 and "shutting down" in _shape(r)["error"]
+        assert time.monotonic() - started < 5
+        assert proc.wait(30) in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
         log.close()

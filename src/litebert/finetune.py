@@ -33,7 +33,7 @@ from litebert.data.ner import align_predictions, encode_token_examples
 from litebert.data.race import encode_race, race_accuracy
 from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
-                                 label_list_for, pad_features, read_examples, split_path)
+                                 label_list_for, label_names_for, pad_features, read_examples, split_path)
 from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, pick_device, resolve_precision
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
                                  save_checkpoint, save_state)
@@ -46,6 +46,7 @@ from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.pretrained import model_files, read_model_state
+from litebert.records import ModelRecord, identity_dict, read_record
 from litebert.rundir import resolve_model_dir
 from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
@@ -136,6 +137,7 @@ class Kind:
     """How one head family (a litebert.heads row names its Kind) turns examples into features and model outputs
     into metrics/predictions."""
     input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+    label_names: list[str] | None = None  # the model's names for its labels (config.json), when scoring a model
 
     def __init__(self, cfg: FinetuneConfig):
         self.cfg = cfg
@@ -159,8 +161,9 @@ class Kind:
     def predictions(self, examples, features, outputs, spec: TaskSpec, label_list) -> list[dict]:
         raise NotImplementedError
 
-    def collapse(self, outputs, spec: TaskSpec, label_list) -> dict:
-        """{"single_class_prediction": label} when every prediction is the same class; {} otherwise."""
+    def collapse(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict:
+        """{"collapse": what, ...its detail} when every prediction is the same degenerate answer (one class, a
+        constant, one tag, no answer, one option); {} otherwise. `collapse_warning` words it."""
         return {}
 
 
@@ -186,29 +189,28 @@ class SentenceKind(Kind):
         gold = [f["label"] for f in features]
         return compute_metrics(spec.metrics, self._decide(outputs, spec), np.asarray(gold))
 
-    def collapse(self, outputs, spec, label_list):
-        if spec.head != "classification" or len(outputs) < 2 or not label_list or len(label_list) < 2:
+    def collapse(self, examples, features, outputs, spec, label_list):
+        if len(outputs) < 2:
             return {}
         decided = self._decide(outputs, spec)
-        return {"single_class_prediction": label_list[int(decided[0])]} if (decided == decided[0]).all() else {}
+        if spec.head == "regression":  # a constant output: Pearson/Spearman divide by its zero spread (NaN)
+            if float(np.ptp(decided)) <= 1e-6 * max(1.0, float(np.abs(decided).max())):
+                return {"collapse": "constant", "constant_prediction": float(decided[0])}
+            return {}
+        if not label_list or len(label_list) < 2 or not (decided == decided[0]).all():
+            return {}
+        if spec.head == "multilabel":
+            return {"collapse": "one label set",
+                    "single_label_set": [label_list[i] for i in np.flatnonzero(decided[0])]}
+        return {"collapse": "one class", "single_class_prediction": label_list[int(decided[0])]}
 
     def predictions(self, examples, features, outputs, spec, label_list):
-        decided = self._decide(outputs, spec)
-        meanings = dict(spec.label_meanings)
-        rows = []
-        for ex, d, logit in zip(examples, decided, outputs):
-            row = {"guid": ex.guid, "text": ex.text_a, **({"text_b": ex.text_b} if ex.text_b is not None else {})}
-            if spec.head == "regression":
-                row["score"] = float(d)
-            elif spec.head == "multilabel":
-                row["labels"] = [label_list[i] for i in np.flatnonzero(d)]
-            else:
-                probs = torch.tensor(logit).softmax(-1).tolist()
-                label = label_list[int(d)]
-                row.update(label=label, **({"label_name": meanings[label]} if label in meanings else {}),
-                           probabilities=dict(zip(label_list, probs)))
-            rows.append(row)
-        return rows
+        from litebert.pipelines import decode_sentence
+
+        names = self.label_names or label_names_for(spec, label_list)
+        return [{"guid": ex.guid, "text": ex.text_a, **({"text_b": ex.text_b} if ex.text_b is not None else {}),
+                 **decode_sentence(spec.head, logits, names), "truncated_tokens": f.get("truncated_tokens", 0)}
+                for ex, f, logits in zip(examples, features, outputs)]
 
 
 class TokenKind(Kind):
@@ -228,6 +230,13 @@ class TokenKind(Kind):
         tags, truncated = self._tags(examples, features, outputs, label_list)
         result = conlleval([ex.labels for ex in examples], tags)
         return {k: v for k, v in result.items() if isinstance(v, (int, float))} | {"truncated_words": truncated}
+
+    def collapse(self, examples, features, outputs, spec, label_list):
+        tags, _ = self._tags(examples, features, outputs, label_list)
+        seen = {t for row in tags for t in row}
+        if len(seen) == 1 and sum(map(len, tags)) > 1 and label_list and len(label_list) > 1:
+            return {"collapse": "one tag", "single_class_prediction": seen.pop()}
+        return {}
 
     def predictions(self, examples, features, outputs, spec, label_list):
         tags, _ = self._tags(examples, features, outputs, label_list)
@@ -254,6 +263,12 @@ class SpanKind(Kind):
         return postprocess_predictions(examples, features, [o[0] for o in outputs], [o[1] for o in outputs],
                                        n_best=self.cfg.n_best, max_answer_length=self.cfg.max_answer_length,
                                        version_2=spec.version_2)
+
+    def collapse(self, examples, features, outputs, spec, label_list):
+        preds, _ = self._decode(examples, features, outputs, spec)
+        if len(preds) > 1 and not any(preds.values()):
+            return {"collapse": "no answer", "empty_answers": len(preds)}
+        return {}
 
     def score(self, examples, features, outputs, spec, label_list):
         preds, null_odds = self._decode(examples, features, outputs, spec)
@@ -282,6 +297,12 @@ class ChoiceKind(Kind):
 
     def score(self, examples, features, outputs, spec, label_list):
         return race_accuracy(examples, np.stack(outputs).argmax(-1))
+
+    def collapse(self, examples, features, outputs, spec, label_list):
+        picked = {int(np.argmax(o)) for o in outputs}
+        if len(outputs) > 1 and len(picked) == 1:
+            return {"collapse": "one option", "single_option": "ABCD"[picked.pop()]}
+        return {}
 
     def predictions(self, examples, features, outputs, spec, label_list):
         return [{"guid": ex.guid, "answer": "ABCD"[int(np.argmax(o))]} for ex, o in zip(examples, outputs)]
@@ -390,7 +411,7 @@ def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpe
                          classifier_dropout_prob=cfg.classifier_dropout)
         family = heads.family(spec.head)
         if family.has_labels and label_list is not None:
-            overrides["label_names"] = list(label_list)
+            overrides["label_names"] = label_names_for(spec, label_list)
         if family.problem_type:
             overrides["problem_type"] = family.problem_type
         if spec.head == "span":
@@ -548,7 +569,9 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
         raise DataFormatError(f"{cfg.data}: no training examples")
-    subset = len(train) < train.available
+    # A subset (--max-train-examples) or a folder far smaller than the official set: the paper's step count, sized
+    # for the full set, would mean hundreds of epochs, so the schedule is in epochs.
+    subset = len(train) < train.available or not spec.hparams.sized_for(train.available)
     cfg = resolve_hparams(cfg, spec, subset=subset)
     kind = kind_for(spec, cfg)
     torch.manual_seed(cfg.seed)
@@ -566,6 +589,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
     model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
+    model.identity = identity_for(spec, cfg, label_list, precision)  # saved beside the weights of best/
     if cfg.reinit_pooler:
         if model.albert.pooler is None:
             raise ConfigError(f"--reinit-pooler: {cfg.model} has no pooler")
@@ -626,7 +650,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                 outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
                 metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
                 score = metrics[spec.main_metric]
-                collapsed = kind.collapse(outputs, spec, label_list)
+                collapsed = kind.collapse(dev, dev_feats, outputs, spec, label_list)
                 _write(log, trackers, {"step": step, "split": dev_split, **metrics, **collapsed})
                 say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
                                                            if isinstance(v, float))
@@ -656,7 +680,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
               "dev_examples": len(dev), "start_health": health}
-    if best.get("collapsed"):
+    if best.get("collapsed"):  # the kept model's degenerate answer, for tables that aggregate runs (ablate)
+        result["collapse"] = best["collapsed"]
         result["warnings"] = [collapse_warning(best["collapsed"], dev_split, best["step"])]
     _write_json(out_dir / "result.json", result)
     return result
@@ -682,50 +707,121 @@ def run_record(model_dir: str | Path) -> dict:
     return {}
 
 
-def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict):
-    """(cfg, spec, kind, device, model dir, model, tokenizer, label list) for evaluate/predict.
+def identity_for(spec: TaskSpec, cfg: FinetuneConfig, label_list, precision: str) -> dict:
+    """What a directory this run saves is (litebert.records.IDENTITY_RECORD): a copied best/ answers as the run."""
+    custom = ({"format": cfg.format, "text_columns": cfg.text_columns, "label_column": cfg.label_column}
+              if spec.name == "custom" else None)
+    sentence = heads.family(spec.head).pipeline_task == "text-classification"
+    record = ModelRecord(
+        task=heads.family(spec.head).pipeline_task, architecture=heads.family(spec.head).model_class,
+        head=spec.head, labels=None, max_seq_length=cfg.max_seq_length, finetune_task=spec.name,
+        input=("pair" if spec.text_b else "single") if sentence else None,
+        label_values=list(label_list) if label_list is not None else None, precision=precision,
+        custom=custom, version_2=spec.version_2,
+        **({k: getattr(cfg, k) for k in ("doc_stride", "max_query_length", "n_best", "max_answer_length")}
+           if spec.head == "span" else {}))
+    return identity_dict(record)
 
-    A fine-tuning run's record supplies what was not given: a custom task's format and columns, and the
-    max_seq_length it was trained with (not the task's default, which the model may not even hold)."""
-    record = run_record(model_dir)
-    inherited = {k: record[k] for k in ("format", "text_columns", "label_column", "head", "max_seq_length")
-                 if record.get(k) is not None and custom.get(k) is None
-                 and (k == "max_seq_length" or record.get("task") == "custom")}
+
+def check_task(spec: TaskSpec, record: ModelRecord, model_dir, allow_mismatch: bool) -> str | None:
+    """Refuse to score or predict `spec` with a model fine-tuned for another task (its record says which), unless
+    `allow_mismatch`: then the returned note says so, and the output carries it. None: the model's own task."""
+    family = heads.family(spec.head)
+    what = (f"{model_dir} is a {record.head} model ({record.architecture})"
+            + (f" fine-tuned for {record.finetune_task}" if record.finetune_task else "")
+            + (f" with labels {record.labels}" if record.labels else ""))
+    if record.head != spec.head:  # another head cannot compute this task's outputs at all
+        raise ConfigError(f"{what}; task {spec.name} needs a {family.name} model ({family.model_class})")
+    trained = record.finetune_task
+    if trained is None or trained == spec.name:
+        return None
+    note = f"{what}, not for {spec.name}"
+    if not allow_mismatch:
+        raise ConfigError(f"{note}; use a model fine-tuned for {spec.name}, or pass --allow-task-mismatch to run "
+                          "it anyway (the output then says so)")
+    return f"task mismatch: {note}; its answers use its own labels"
+
+
+def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict, allow_task_mismatch: bool = False):
+    """(cfg, spec, kind, device, model, tokenizer, label list, record, note) for evaluate/predict.
+
+    The model's record (litebert.records: its identity record, or an old run's finetune.json) supplies what was
+    not given: a custom task's format and columns, and the max_seq_length it was trained with (not the task's
+    default, which the model may not even hold). The task asked for is checked against the model's."""
+    weights_dir, record = read_record(model_dir)
+    saved = record.custom or {}
+    if record.identity != "identity record" and record.finetune_task == "custom":  # an old run: its finetune.json
+        saved = {k: v for k, v in run_record(model_dir).items() if k in ("format", "text_columns", "label_column")}
+    inherited = {k: v for k, v in saved.items() if v is not None and custom.get(k) is None and task == "custom"}
+    if task == "custom" and custom.get("head") is None and record.head in ("classification", "regression",
+                                                                           "multilabel"):
+        inherited["head"] = record.head
+    if custom.get("max_seq_length") is None and record.identity != "config":
+        inherited["max_seq_length"] = record.max_seq_length
     custom = {**{k: v for k, v in custom.items() if v is not None}, **inherited}
     cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(data), **custom)
     spec = resolve_task(cfg)
+    note = check_task(spec, record, model_dir, allow_task_mismatch)
     kind, device = kind_for(spec, cfg), pick_device(cfg.device)
-    model_dir = resolve_model_dir(model_dir)
-    model, tokenizer = load_task_model(model_dir, kind, None, spec, None)
-    label_list = model.config.label_names if heads.family(spec.head).has_labels else None
+    model, tokenizer = load_task_model(weights_dir, kind, None, spec, None)
+    label_list = None
+    if heads.family(spec.head).has_labels:
+        label_list = record.label_values or model.config.label_names  # old directories: the data's spellings
+        kind.label_names = model.config.label_names or label_list
     cfg = dataclasses.replace(cfg, max_seq_length=cfg.max_seq_length or spec.hparams.max_seq_length)
-    check_positions(model, cfg.max_seq_length, model_dir)
-    return cfg, spec, kind, device, model, tokenizer, label_list
+    check_positions(model, cfg.max_seq_length, weights_dir)
+    return cfg, spec, kind, device, model, tokenizer, label_list, record, note
 
 
 def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | None = None,
-             precision: str = "auto", batch_size: int = 64, limit: int | None = None, **custom) -> dict:
+             precision: str = "auto", batch_size: int = 64, limit: int | None = None,
+             allow_task_mismatch: bool = False, **custom) -> dict:
     """Score a fine-tuned model directory on a split (default: the task's dev split)."""
-    cfg, spec, kind, device, model, tokenizer, label_list = _scoring_setup(task, model_dir, data, custom)
+    cfg, spec, kind, device, model, tokenizer, label_list, record, note = _scoring_setup(
+        task, model_dir, data, custom, allow_task_mismatch)
     split = split or spec.eval_splits[0]
     examples = read_split(spec, cfg, split, label_list=label_list, limit=limit)
+    check_labelled(examples, spec, split)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
-    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size,
-                        resolve_precision(precision, device), device)
-    collapsed = kind.collapse(outputs, spec, label_list)
+    precision = resolve_precision(precision, device)
+    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size, precision, device)
+    collapsed = kind.collapse(examples, feats, outputs, spec, label_list)
     if collapsed:
         print(collapse_warning(collapsed, split), file=sys.stderr)
-    return {"task": spec.name, "split": split, "examples": len(examples),
+    if note:
+        print(f"WARNING: {note}", file=sys.stderr)
+    return {"task": spec.name, "split": split, "examples": len(examples), "precision": precision,
+            **({"task_mismatch": note} if note else {}),
             **kind.score(examples, feats, outputs, spec, label_list), **collapsed}
 
 
+def check_labelled(examples, spec: TaskSpec, split: str) -> None:
+    """Scoring needs gold answers: a split without them (GLUE test files) is refused, naming the way to go."""
+    missing = [ex for ex in examples if not _has_gold(ex)]
+    if missing:
+        where = getattr(examples, "path", None) or split
+        raise DataFormatError(f"{where}: {len(missing)} of {len(examples)} {split} examples have no gold label "
+                              f"(a test split?), so there is nothing to score; `litebert predict {spec.name}` "
+                              "writes predictions for unlabelled data")
+
+
+def _has_gold(example) -> bool:
+    """A label (sentences, choices) or tags (tokens); span examples always have answers ([] = unanswerable)."""
+    for name in ("label", "labels"):
+        if hasattr(example, name):
+            return getattr(example, name) is not None
+    return True
+
+
 def predict(task: str, model_dir: str | Path, input_path: str | Path | None = None, precision: str = "auto",
-            batch_size: int = 64, texts: Sequence[str] | None = None, **custom) -> list[dict]:
+            batch_size: int = 64, texts: Sequence[str] | None = None, allow_task_mismatch: bool = False,
+            **custom) -> list[dict]:
     """Predictions for a file in the task's format (labels not needed), or for `texts` (sentence tasks; a pair
     as "first\tsecond"), one dict per example, carrying its input text."""
     if (input_path is None) == (texts is None):
         raise ConfigError("predict: give an input file (--input) or texts (--text), one of the two")
-    cfg, spec, kind, device, model, tokenizer, label_list = _scoring_setup(task, model_dir, input_path or "", custom)
+    cfg, spec, kind, device, model, tokenizer, label_list, record, note = _scoring_setup(
+        task, model_dir, input_path or "", custom, allow_task_mismatch)
     if texts is not None:
         if not isinstance(kind, SentenceKind):
             raise ConfigError(f"--text works for sentence tasks; {spec.name} ({spec.head}) needs an --input file")
@@ -740,16 +836,58 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
     else:
         examples = read_examples(spec, input_path, "test", label_list=label_list)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
-    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size,
-                        resolve_precision(precision, device), device)
-    return kind.predictions(examples, feats, outputs, spec, label_list)
+    precision = resolve_precision(precision, device)
+    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size, precision, device)
+    rows = kind.predictions(examples, feats, outputs, spec, label_list)
+    for row in rows:  # every answer says which precision gave it, and whether the model was run off its task
+        row["precision"] = precision
+        if note:
+            row["task_mismatch"] = note
+    return rows
+
+
+COLLAPSE_ADVICE = "Try another --lr (often lower), more steps, or check the labels"
+
+
+# Per kind of `Kind.collapse` finding: what every prediction is, and what that does to the score.
+COLLAPSE_WORDS = {
+    "constant": "every {split} prediction{at} is the same number {constant_prediction:.4g}: the regression head has "
+                "collapsed to a constant, so the correlations (pearson, spearman) are undefined (NaN: a constant "
+                "has no spread) and mse is that of one guess",
+    "one tag": "every {split} word{at} is tagged {single_class_prediction!r}: the tagger predicts one tag only, so "
+               "entity f1 is 0 while accuracy is that tag's share of the words",
+    "no answer": "every {split} answer{at} is empty ({empty_answers} questions): the span head predicts no answer "
+                 "at all, so only unanswerable questions score",
+    "one option": "every {split} prediction{at} is option {single_option}: the model has collapsed to one option, "
+                  "and its accuracy is that option's share of the split",
+    "one label set": "every {split} prediction{at} is the label set {single_label_set}: the multi-label head has "
+                     "collapsed to one answer",
+    "one class": "every {split} prediction{at} is the class {single_class_prediction!r}: the model has collapsed to "
+                 "one class, and its score is that class's share of the split",
+}
 
 
 def collapse_warning(collapsed: dict, split: str, step: int | None = None) -> str:
     at = f" at step {step}" if step is not None else ""
-    return (f"WARNING: every {split} prediction{at} is the class {collapsed['single_class_prediction']!r}: the "
-            "model has collapsed to one class, and its score is that class's share of the split. Try another --lr "
-            "(often lower), more steps, or check the labels")
+    said = COLLAPSE_WORDS[collapsed.get("collapse", "one class")].format(split=split, at=at, **collapsed)
+    return f"WARNING: {said}. {COLLAPSE_ADVICE}"
+
+
+def prediction_collapse(rows: list[dict]) -> str | None:
+    """The same finding on predictions (`predict`'s rows, any head): what every row answers, or None."""
+    if len(rows) < 2:
+        return None
+    for key, what in (("label", "the class"), ("labels", "the label set"), ("tags", "tagged"),
+                      ("answer", "the answer")):
+        if key in rows[0]:
+            values = ({json.dumps(t) for r in rows for t in r[key]} if key == "tags"
+                      else {json.dumps(r[key]) for r in rows})
+            if len(values) == 1:
+                return f"every one of the {len(rows)} predictions is {what} {values.pop()}: a collapsed model"
+            return None
+    if "score" in rows[0] and len({r["score"] for r in rows}) == 1:
+        return f"every one of the {len(rows)} predictions is the same number {rows[0]['score']:.4g}: a collapsed model"
+    return None
 
 
 def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int, steps: int, precision: str,
@@ -760,14 +898,17 @@ def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int,
     if cfg.steps is not None and cfg.epochs is None and spec.hparams.train_steps == cfg.steps:
         why = f"{spec.hparams.source} steps"
     elif subset and cfg.epochs == OUR_DEFAULTS.num_train_epochs and cfg.steps is None:
-        why = (f"{cfg.epochs:g} epochs: the training set is a subset ({len(train)} of {train.available}), so the "
-               "paper's step count, sized for the full set, is not used")
+        held = (f"a subset ({len(train)} of {train.available})" if len(train) < train.available else
+                f"{len(train)} rows, far fewer than the {spec.hparams.train_examples} the paper's steps are sized for")
+        why = (f"{cfg.epochs:g} epochs: the training set is {held}, so the paper's step count, sized for the full "
+               "set, is not used")
     else:
         why = f"{cfg.epochs:g} epochs" if cfg.steps is None else "--steps"
     accum = (f" ({cfg.micro_batch_size} x {cfg.batch_size // cfg.micro_batch_size} accumulation)"
              if cfg.micro_batch_size < cfg.batch_size else "")
+    of = f" (of {train.available})" if len(train) < train.available else ""
     return (f"litebert finetune: {spec.name} from {cfg.model}; {len(train)} train examples"
-            f"{f' (of {train.available})' if subset else ''}, {len(dev)} dev; {steps} steps = {epochs:.2f} epochs "
+            f"{of}, {len(dev)} dev; {steps} steps = {epochs:.2f} epochs "
             f"({why}); batch {cfg.batch_size}{accum}, lr {cfg.lr:g}, warmup {warmup_for(cfg, steps)} "
             f"steps, max_seq_length {cfg.max_seq_length}, {precision}")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litebert.errors import ConfigError, LitebertError
+from litebert.errors import LitebertError
 
 MASK = "[MASK]"
 WORD_START = "<word start>"  # how listings show SentencePiece's bare "▁" piece (MaskPrediction.shown)
@@ -83,36 +83,11 @@ def top_predictions(logits: np.ndarray, tokenizer, top_k: int) -> list[list[Mask
             for row, ids in zip(probs, top)]
 
 
-def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5, model=None,
-              tokenizer=None) -> list[list[list[MaskPrediction]]]:
-    """For each text, for each [MASK] in it, the top_k predictions."""
-    import torch
+def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5,
+              precision: str = "auto") -> list[list[list[MaskPrediction]]]:
+    """For each text, for each [MASK] in it, the top_k predictions: `litebert.pipeline("fill-mask", ...)`, the
+    one inference path (a directory without a trained MLM head is refused there, naming what it is)."""
+    from litebert.pipelines import pipeline
 
-    from litebert.model import AlbertForMaskedLM
-    from litebert.tokenizer import load_tokenizer
-
-    from litebert.rundir import resolve_model_dir
-
-    if model is None or tokenizer is None:
-        model_dir = resolve_model_dir(model_dir)
-    tokenizer = tokenizer or load_tokenizer(model_dir)
-    model = (model or AlbertForMaskedLM.from_pretrained(model_dir)).eval()
-    if model.config.vocab_size != tokenizer.vocab_size:
-        raise LitebertError(f"{model_dir}: model vocab {model.config.vocab_size} != tokenizer vocab "
-                            f"{tokenizer.vocab_size}")
-    proposable = model.config.vocab_size - len(tokenizer.special_ids)
-    if not 1 <= top_k <= proposable:
-        raise ConfigError(f"--top-k {top_k}: must be in [1, {proposable}] (the vocabulary of {model_dir} has "
-                          f"{model.config.vocab_size} tokens, {len(tokenizer.special_ids)} of them special)")
-    results = []
-    for text in texts:
-        ids = encode_with_masks(tokenizer, text)
-        if len(ids) > model.config.max_position_embeddings:
-            raise LitebertError(f"fill-mask: {len(ids)} tokens, more than the model's "
-                                f"{model.config.max_position_embeddings} positions")
-        input_ids = torch.tensor([ids])
-        positions = (input_ids == tokenizer.mask_id).nonzero()[:, 1].unsqueeze(0)  # [1, P]
-        with torch.no_grad():
-            logits = model(input_ids, masked_positions=positions).mlm_logits[0].float()  # [P, V]
-        results.append(top_predictions(logits.numpy(), tokenizer, top_k))
-    return results
+    pipe = pipeline("fill-mask", model_dir, precision)
+    return [[[MaskPrediction(**p) for p in row] for row in masks] for masks in pipe(list(texts), top_k=top_k)]

@@ -100,7 +100,7 @@ MAX_LAYERS = 1024
 def check_depth(config: AlbertConfig, source: str) -> None:
     """The size rule no memory bound catches: a depth that only costs time."""
     if config.num_hidden_layers > MAX_LAYERS:
-        raise ConfigError(f"{source}: config field 'num_hidden_layers' = {config.num_hidden_layers:,}: more than "
+        raise ConfigError(f"{source}: config field 'num_hidden_layers' = {config.num_hidden_layers}: more than "
                           f"{MAX_LAYERS:,} layers is refused (every forward pass applies each one; the released "
                           f"models have at most 24)")
 
@@ -116,17 +116,16 @@ def check_model_memory(config: AlbertConfig, source: str) -> None:
     """Before a model directory is built (predict, fill-mask, serve, export-onnx, convert, finetune --model):
     the size rule, and its fp32 weights (the lower bound on what building it allocates on the host) against free
     memory; a ConfigError naming the field behind the excess otherwise."""
-    check_depth(config, source)
     device = _Host()
     available = available_bytes(device)
-    if available is None:
-        return
 
     def need(c: AlbertConfig) -> int:
         return parameter_count(c) * FLOAT
 
-    _refuse_over(config, need, available, device, "building the model", source,
-                 "lower the sizes in its config.json")
+    if available is not None:
+        _refuse_over(config, need, available, device, "building the model", source,
+                     "lower the sizes in its config.json")
+    check_depth(config, source)
 
 
 def _refuse_over(config: AlbertConfig, need: Callable[[AlbertConfig], int], available: int, device, doing: str,
@@ -145,10 +144,11 @@ def _refuse_over(config: AlbertConfig, need: Callable[[AlbertConfig], int], avai
 
 def check_training_memory(config: AlbertConfig, micro_batch: int, seq_len: int, predictions: int,
                           gradient_checkpointing: bool, device, source: str) -> None:
-    """Raise ConfigError naming the field behind the excess when the lower bound exceeds free memory."""
-    check_depth(config, source)
+    """Raise ConfigError naming the field behind the excess when the lower bound exceeds free memory (then the
+    depth rule)."""
     available = available_bytes(device)
     if available is None:
+        check_depth(config, source)
         return
 
     def need(c: AlbertConfig) -> int:
@@ -157,6 +157,7 @@ def check_training_memory(config: AlbertConfig, micro_batch: int, seq_len: int, 
     _refuse_over(config, need, available, device, "training", source,
                  f"lower --micro-batch-size {micro_batch} or --max-seq-length {seq_len}, or use "
                  "--gradient-checkpointing")
+    check_depth(config, source)
 
 
 def _gib(n: int) -> str:

@@ -37,36 +37,59 @@ from litebert.errors import ConfigError, LitebertError
 from litebert.records import ModelRecord, read_record
 
 TASKS = heads.PIPELINE_TASKS
-BACKENDS = ("fp32", "bf16", "onnx")
+BACKENDS = ("auto", "fp32", "bf16", "onnx")  # auto: device.py's probe, as training uses (bf16 where faster)
+TRUNCATIONS = ("longest_first", "error")  # error: refuse an input longer than the model's max_seq_length
 ONNX_FILE = "model.onnx"
 WORD_RE = re.compile(r"\w+|[^\w\s]")
 
 
-def pipeline(task: str | None, model: str | Path, backend: str = "fp32", *, batch_size: int = 32,
-             onnx_file: str | Path | None = None, threads: int | None = None) -> Pipeline:
+def pipeline(task: str | None, model: str | Path, backend: str = "auto", *, batch_size: int = 32,
+             onnx_file: str | Path | None = None, threads: int | None = None,
+             truncation: str = "longest_first") -> Pipeline:
     """A ready pipeline for `model` (a model directory, a fine-tuning run directory, or an `export-onnx`
-    directory). task None: the directory's own task."""
+    directory). task None: the directory's own task. backend "auto": the precision the start-up probe picks
+    (`pipe.precision` says which answered). truncation "error": an input over the model's max_seq_length is
+    refused instead of cut (results always say how many tokens were cut: `truncated_tokens`)."""
     if backend not in BACKENDS:
         raise ConfigError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    if truncation not in TRUNCATIONS:
+        raise ConfigError(f"truncation {truncation!r} is not one of {', '.join(TRUNCATIONS)}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     weights_dir, record = read_record(model)
     task = task or record.task
     family = heads.for_pipeline(task)
     if task != "embeddings" and task != record.task:
-        raise ConfigError(f"{model}: a {record.architecture} directory serves {record.task!r} (and 'embeddings'), "
-                          f"not {task!r}")
+        trained = f" fine-tuned for {record.finetune_task}" if record.finetune_task else ""
+        raise ConfigError(f"{model} is a {record.head} model ({record.architecture}){trained}: it serves "
+                          f"{record.task!r} (and 'embeddings'), not {task!r}, which needs a trained "
+                          f"{family.model_class}")
     from litebert.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(weights_dir)
     if backend == "onnx":
         runner = OnnxRunner(_onnx_path(weights_dir, onnx_file, task, record), threads)
     else:
+        backend = inference_precision(backend)
         runner = TorchRunner.load(weights_dir, task, backend, threads)
     if runner.vocab_size is not None and runner.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{weights_dir}: the model's vocab_size {runner.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
-    return family.pipeline_class()(record, tokenizer, runner, batch_size)
+    pipe = family.pipeline_class()(record, tokenizer, runner, batch_size)
+    pipe.precision, pipe.truncation, pipe.source = backend, truncation, str(model)
+    return pipe
+
+
+def inference_precision(precision: str) -> str:
+    """The precision a CPU inference door runs at: "auto" is device.py's start-up probe (bf16 where this host
+    runs it faster, else fp32), the rule training uses."""
+    if precision != "auto":
+        return precision
+    import torch
+
+    from litebert.device import resolve_precision
+
+    return resolve_precision("auto", torch.device("cpu"))
 
 
 def _onnx_path(weights_dir: Path, onnx_file, task: str, record: ModelRecord) -> Path:
@@ -165,9 +188,20 @@ class Pipeline:
         """A validated `serve` request item -> this pipeline's input form (default: its text)."""
         return item["text"]
 
+    precision = "fp32"  # the precision that answers (pipeline() sets it)
+    truncation = "longest_first"
+    source = "the model"
+
     def __init__(self, record: ModelRecord, tokenizer, runner, batch_size: int):
         self.record, self.tokenizer, self.runner, self.batch_size = record, tokenizer, runner, batch_size
         self.labels = record.labels
+
+    def what(self) -> str:
+        """What the model is, for messages that refuse a request it was not made for."""
+        r = self.record
+        return (f"{self.source} is a {r.head} model" + (f" fine-tuned for {r.finetune_task}" if r.finetune_task
+                                                        else "")
+                + (f" on {r.input} inputs" if r.input else "") + f", max_seq_length {r.max_seq_length}")
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(task={self.task!r}, head={self.record.head!r}, "
@@ -196,7 +230,18 @@ class Pipeline:
 
     def predict(self, items: list, **params) -> list:
         feats = self.features(items)
+        self.check_truncation(feats)
         return self.decode(items, feats, self.run(feats, **params), **params)
+
+    def check_truncation(self, feats: list[dict]) -> None:
+        """truncation="error": refuse inputs that max_seq_length would cut (features count what they dropped)."""
+        if self.truncation != "error":
+            return
+        cut = [(i, f["truncated_tokens"]) for i, f in enumerate(feats) if f.get("truncated_tokens", 0) > 0]
+        if cut:
+            i, n = cut[0]
+            raise ConfigError(f"input {i}: {n} tokens over the model's max_seq_length "
+                              f"{self.record.max_seq_length} (truncation='error'; {len(cut)} input(s) too long)")
 
     def check(self, item, index: int):
         return item
@@ -275,13 +320,19 @@ class TextClassification(Pipeline):
         if isinstance(item, dict):
             item = _need_dict(item, ("text",), index, optional=("text_pair",))
             pair = item.get("text_pair")
-            return _need_text(item["text"], "text", index), None if pair is None else _need_text(pair, "text_pair",
+            text = _need_text(item["text"], "text", index), None if pair is None else _need_text(pair, "text_pair",
                                                                                                   index)
-        if isinstance(item, tuple):
+        elif isinstance(item, tuple):
             if len(item) != 2:
                 raise ConfigError(f"input {index}: a pair is a (text, text_pair) tuple, got {len(item)} items")
-            return _need_text(item[0], "text", index), _need_text(item[1], "text_pair", index)
-        return _need_text(item, "text", index), None
+            text = _need_text(item[0], "text", index), _need_text(item[1], "text_pair", index)
+        else:
+            text = _need_text(item, "text", index), None
+        given = "pair" if text[1] is not None else "single"
+        if self.record.input not in (None, given):  # None: an old directory that does not say
+            raise ConfigError(f"input {index}: " + ("a text pair" if given == "pair" else "one text")
+                              + f", but {self.what()}; send " + ("one text" if given == "pair" else "a pair"))
+        return text
 
     def features(self, items):
         from litebert.data.examples import Example
@@ -296,22 +347,25 @@ class TextClassification(Pipeline):
         return feats
 
     def decode(self, items, feats, outputs):
-        head, labels = self.record.head, self.labels
-        results = []
-        for o in outputs:
-            logits = np.asarray(o["logits"], dtype=np.float64)  # [num_labels]
-            if head == "regression":
-                results.append({"score": float(logits[0])})
-            elif head == "multilabel":
-                probs = 1 / (1 + np.exp(-logits))
-                results.append({"labels": [labels[i] for i in np.flatnonzero(probs > 0.5)],
-                                "scores": dict(zip(labels, probs.tolist()))})
-            else:
-                probs = _softmax(logits)
-                best = int(probs.argmax())
-                results.append({"label": labels[best], "score": float(probs[best]),
-                                "scores": dict(zip(labels, probs.tolist()))})
-        return results
+        return [{**decode_sentence(self.record.head, o["logits"], self.labels),
+                 "truncated_tokens": f.get("truncated_tokens", 0)} for f, o in zip(feats, outputs)]
+
+
+def decode_sentence(head: str, logits, labels: Sequence[str] | None) -> dict:
+    """One sentence's logits [num_labels] -> its answer, in the one schema every door uses:
+    classification {"label", "label_id", "score", "scores": {label: p}}; multi-label {"labels", "label_ids",
+    "scores"}; regression {"score"}. Labels are the model's names (config.json id2label)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if head == "regression":
+        return {"score": float(logits[0])}
+    if head == "multilabel":
+        probs = 1 / (1 + np.exp(-logits))
+        ids = [int(i) for i in np.flatnonzero(probs > 0.5)]
+        return {"labels": [labels[i] for i in ids], "label_ids": ids, "scores": dict(zip(labels, probs.tolist()))}
+    probs = _softmax(logits)
+    best = int(probs.argmax())
+    return {"label": labels[best], "label_id": best, "score": float(probs[best]),
+            "scores": dict(zip(labels, probs.tolist()))}
 
 
 class TokenClassification(Pipeline):
@@ -465,6 +519,12 @@ class FillMask(Pipeline):
 
     def decode(self, items, feats, outputs, top_k: int = 5):
         from litebert.inference import top_predictions
+
+        vocab = self.tokenizer.vocab_size
+        proposable = vocab - len(self.tokenizer.special_ids)
+        if not 1 <= top_k <= proposable:
+            raise ConfigError(f"--top-k {top_k}: must be in [1, {proposable}] (the vocabulary of {self.source} has "
+                              f"{vocab} tokens, {len(self.tokenizer.special_ids)} of them special)")
 
         return [[[{"token": p.token, "token_id": p.token_id, "score": p.score} for p in row]
                  for row in top_predictions(o, self.tokenizer, top_k)] for o in outputs]

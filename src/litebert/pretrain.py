@@ -208,6 +208,7 @@ class Run:
     nan_skipped: int = 0
     peak_flops: float = float("nan")
     tokens: float = 0.0  # training tokens so far, over all ranks and resumes (--max-tokens)
+    resumed_from: Path | None = None
     tokenizer: Any = None  # loaded from tokenizer_dir at the first save (run_tokenizer)
 
 
@@ -236,6 +237,10 @@ def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[
                           f"vocab size {vocab_size}")
     if init_dir is not None and store is not None:
         check_continued_tokenizer(init_dir, store)
+    if init_dir is None and model not in PRESETS and config.vocab_size != vocab_size:
+        # The vocabulary is the tokenizer's: a config file's own vocab_size cannot hold. Say so, not silently.
+        print(f"--model {cfg.model}: vocab_size {config.vocab_size} replaced by the store's tokenizer vocab size "
+              f"{vocab_size}", file=sys.stderr)
     dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
     config = config.replace(vocab_size=vocab_size, **dropout)
     if config.max_position_embeddings < max(n for _, n in cfg.length_phases):
@@ -334,6 +339,8 @@ def setup(cfg: PretrainConfig) -> Run:
     resume_from(run)
     if d.main:
         check_run_dir_matches(run)
+        if run.resumed_from is not None:
+            print(f"resumed from {run.resumed_from} at step {run.step}", file=sys.stderr)
     if d.world > 1:
         kwargs = {"device_ids": [device.index]} if device.type == "cuda" else {}
         run.model = torch.nn.parallel.DistributedDataParallel(raw, **kwargs)
@@ -476,8 +483,7 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
         torch.set_rng_state(state["rng"][d.rank])
     else:  # another sharding: the data continues the epoch (BatchStream), the RNG cannot continue
         torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
-    if d.main:
-        print(f"resumed from {ckpt} at step {run.step}", file=sys.stderr)
+    run.resumed_from = ckpt  # said once the run directory's record accepts the resume (check_run_dir_matches)
 
 
 def make_run_dir(run_dir: Path) -> None:
@@ -533,7 +539,7 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
         run.nan_skipped += 1
         if run.cfg.nan_policy == "error":
             raise TrainingError(f"step {run.step + 1}: non-finite loss or gradient (loss {sums[0] + sums[2]:.4g}, "
-                                f"grad norm {grad_norm.item():.4g}); the last checkpoint is intact. Use "
+                                f"grad norm {grad_norm.item():.4g}); {last_checkpoint(run.cfg.out)}. Use "
                                 "--nan-policy skip to skip such steps")
         if run.nan_skipped > run.cfg.nan_budget:
             raise TrainingError(f"step {run.step + 1}: {run.nan_skipped} non-finite steps skipped, over the budget "
@@ -645,6 +651,14 @@ def save(run: Run) -> Path | None:
     return path
 
 
+def last_checkpoint(run_dir: str | Path) -> str:
+    """What a stopped run leaves to resume from, for its error message."""
+    latest = find_latest_checkpoint(run_dir)
+    if latest is None:
+        return "no checkpoint was saved yet (a rerun starts over)"
+    return f"the last checkpoint, {latest.name}, is intact"
+
+
 def run_tokenizer(run: Run):
     """The run's tokenizer, loaded once: checkpoints and final/ write its files (tokenizer.json included, which a
     store built before litebert wrote one lacks) rather than copying the tokenizer directory."""
@@ -674,8 +688,8 @@ class MetricsLog:
             with self.path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
         except OSError as exc:  # a full disk, a vanished mount: say where, and that the checkpoints are safe
-            raise TrainingError(f"{self.path}: cannot write the metrics log ({exc.strerror or exc}); the last "
-                                "checkpoint is intact, free space and resume") from exc
+            raise TrainingError(f"{self.path}: cannot write the metrics log ({exc.strerror or exc}); "
+                                f"{last_checkpoint(self.path.parent)}; free space and resume") from exc
         if self.trackers is not None:
             self.trackers.log(record)
 
@@ -778,7 +792,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
                 raise
             raise TrainingError(f"step {run.step + 1}: out of memory ({first_line(e)}); lower --micro-batch-size "
                                 f"(now {cfg.micro_batch_size}; accumulation keeps the batch) or enable "
-                                "--gradient-checkpointing. The last checkpoint is intact") from None
+                                f"--gradient-checkpointing; {last_checkpoint(cfg.out)}") from None
         if run.step == 0 and cfg.compile and d.main:
             print(f"first step (with compilation) took {time.perf_counter() - t0:.1f}s", file=sys.stderr)
         run.step += 1
@@ -817,7 +831,8 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
                              "run the same command again (--resume auto) to continue")
     if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
         warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
-    result = {**last, **log_eval(run, log)}
+    # A rerun of a finished run trains nothing: its final evaluation is in the log already.
+    result = {**last, **log_eval(run, log if run.step > start_step else None)}
     save_final(run, result)
     log.finish(result, run.step)
     return result
@@ -894,7 +909,7 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
 
 
-def log_eval(run: Run, log: MetricsLog) -> dict[str, float]:
+def log_eval(run: Run, log: MetricsLog | None) -> dict[str, float]:
     result: dict[str, float] = {}
     if run.d.main:
         result = evaluate(run)
@@ -902,7 +917,7 @@ def log_eval(run: Run, log: MetricsLog) -> dict[str, float]:
             result.update({k: v for k, v in evaluate(run, "sop").items() if k == "eval_sop_acc"})
         elif run.cfg.objective == "sop":
             result.update({k: v for k, v in evaluate(run, "nsp").items() if k == "eval_nsp_acc"})
-        if result:
+        if result and log is not None:
             log.write({"step": run.step, **result})
             say("eval " + " ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float)))
     run.d.barrier()

@@ -23,7 +23,8 @@ from litebert.convert.hf_map import hf_to_ours, needs_projection, ours_to_hf
 from litebert.errors import CheckpointError, LitebertError
 from litebert.files import atomic_write
 from litebert.hub_cache import resolve_model_path
-from litebert.records import CONFIG_NAME, read_model_config  # noqa: F401 (re-exported)
+from litebert.records import (CONFIG_NAME, IDENTITY_RECORD, read_json_object, read_model_config,  # noqa: F401
+                              saved_architecture)
 
 WEIGHTS_NAME = "model.safetensors"
 HEAD_PREFIXES = ("mlm.", "sop.", "classifier.", "qa_outputs.", "answer_class.")
@@ -69,10 +70,15 @@ def model_files(model, format: str = "auto") -> dict[str, Callable[[Path], None]
     else:
         raise LitebertError(f"unknown model format {format!r}; use 'auto', 'hf' or 'litebert'")
     config_text = json.dumps(config_dict, indent=2) + "\n"
-    return {
+    files = {
         WEIGHTS_NAME: lambda path: _write_safetensors(tensors, path),
         CONFIG_NAME: lambda path: path.write_text(config_text, encoding="utf-8"),
     }
+    identity = getattr(model, "identity", None)  # a fine-tuned model's task facts (litebert.records)
+    if identity:
+        identity_text = json.dumps(identity, indent=2) + "\n"
+        files[IDENTITY_RECORD] = lambda path: path.write_text(identity_text, encoding="utf-8")
+    return files
 
 
 def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=None) -> None:
@@ -123,6 +129,10 @@ def load_pretrained(cls, path: str | Path, **config_overrides: Any):
     model = cls(config)
     model.load_report = load_checked(model, state, path / WEIGHTS_NAME, changed_head=changed_head)
     model.load_report.update(format=fmt, ignored=ignored)
+    # The identity travels with the weights it describes: not to another class or a re-labelled head.
+    same_head = not changed_head and saved_architecture(path) == cls.__name__
+    if same_head and (path / IDENTITY_RECORD).is_file():
+        model.identity = read_json_object(path / IDENTITY_RECORD)
     return model
 
 

@@ -44,7 +44,11 @@ class ServeConfig:
     host: str = option("127.0.0.1", "address to listen on (default: 127.0.0.1, this machine only)")
     port: int = option(8080, "port to listen on", check=closed(1, 65535))
     workers: int = option(1, "server processes, each with its own copy of the model", check=POSITIVE)
-    backend: str = option("fp32", "fp32 | bf16 | onnx")
+    backend: str = option("auto", "auto | fp32 | bf16 | onnx (auto: bf16 where a start-up probe measures it faster "
+                                  "on this host, else fp32)")
+    truncation: str = option("longest_first", "longest_first (cut, and say how many tokens in each result) or "
+                                              "error (refuse a text over the model's max_seq_length)",
+                             choices=("longest_first", "error"))
     onnx_file: str | None = option(None, "the .onnx file for --backend onnx (default: the one in the export "
                                          "directory)")
     batching: bool = option(True, "dynamic batching of concurrent requests (default: on; --no-batching for one "
@@ -146,7 +150,7 @@ def build_pipeline(cfg: ServeConfig):
     from litebert.pipelines import pipeline
 
     return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
-                    threads=cfg.threads)
+                    threads=cfg.threads, truncation=cfg.truncation)
 
 
 def create_app(cfg: ServeConfig, pipe=None):
@@ -161,8 +165,9 @@ def create_app(cfg: ServeConfig, pipe=None):
     from litebert.batching import Batcher
     from litebert.records import read_record
 
-    _, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
-    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0}
+    weights_dir, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
+    state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0,
+             "inputs": 0, "truncated_inputs": 0}
 
     def runner(pipe_):
         def run(items, params):
@@ -171,7 +176,13 @@ def create_app(cfg: ServeConfig, pipe=None):
 
     @asynccontextmanager
     async def lifespan(app):
-        main = pipe or await asyncio.to_thread(build_pipeline, cfg)
+        state["cut_off"] = asyncio.Event()  # (made in the server's event loop)
+        try:
+            main = pipe or await asyncio.to_thread(build_pipeline, cfg)
+        except LitebertError as exc:  # a worker of --workers N whose directory went bad after the parent's check:
+            state["error"] = f"the model could not be loaded: {exc}"  # /ready says so; no exit, no respawn loop
+            yield
+            return
         state["pipes"] = {main.task: main}
         try:
             state["pipes"]["embeddings"] = main.embeddings()
@@ -234,20 +245,38 @@ def create_app(cfg: ServeConfig, pipe=None):
     async def answer(task: str, body) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
-        from_request = state["pipes"][task].from_request
-        items = [from_request(i.model_dump()) for i in body.inputs]
+        pipe_ = state["pipes"][task]
+        items = [pipe_.from_request(i.model_dump()) for i in body.inputs]
         params = body.parameters.model_dump()
         try:
-            outputs = await asyncio.wait_for(state["batchers"][task].submit(items, params), cfg.timeout_s)
-        except asyncio.TimeoutError:
+            for i, item in enumerate(items):  # checked here, so one bad request never fails a batch of others
+                pipe_.check(item, i)
+        except LitebertError as exc:  # input the model cannot take (e.g. fill-mask without [MASK])
+            return _error(422, str(exc), "inputs")
+        work = asyncio.ensure_future(state["batchers"][task].submit(items, params))
+        cut = asyncio.ensure_future(state["cut_off"].wait())  # set just before the graceful-shutdown limit
+        try:
+            done, _ = await asyncio.wait({work, cut}, timeout=cfg.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cut.cancel()
+        if work not in done:
+            work.cancel()
+            if cut in done:  # uvicorn would close the connection without a word: answer first
+                return _error(503, f"the server is shutting down and this request did not finish within the "
+                                   f"{cfg.graceful_s:g} s allowed (--graceful-s); send it again", None)
             return _error(504, f"no answer within the {cfg.timeout_s} s request timeout", None)
+        try:
+            outputs = work.result()
         except LitebertError as exc:  # input the model cannot take (e.g. fill-mask without [MASK])
             return _error(422, str(exc), "inputs")
         except Exception as exc:  # the model failed: this request gets a 500, the server goes on
             return _error(500, f"model failure: {type(exc).__name__}: {exc}", None)
         if not _all_finite(outputs):
             return _error(500, "model failure: the model produced a non-finite number (NaN or infinity)", None)
-        return {"outputs": outputs}
+        truncated = sum(1 for o in outputs if isinstance(o, dict) and o.get("truncated_tokens", 0) > 0)
+        state["inputs"] += len(outputs)
+        state["truncated_inputs"] += truncated
+        return {"outputs": outputs, "precision": pipe_.precision, "truncated_inputs": truncated}
 
     PredictRequest = request_models(record.task, cfg.max_items, cfg.max_text_chars)
     EmbedRequest = request_models("embeddings", cfg.max_items, cfg.max_text_chars)
@@ -268,16 +297,22 @@ def create_app(cfg: ServeConfig, pipe=None):
 
     @app.get("/ready")
     async def ready():
-        if not state["ready"]:
-            return JSONResponse({"ready": False}, status_code=503)
+        if state["ready"] and not weights_dir.is_dir():
+            state["error"] = f"the model directory {weights_dir} is gone"  # a restarted worker could not load it
+        if not state["ready"] or state.get("error"):
+            return JSONResponse({"ready": False, **({"error": state["error"]} if state.get("error") else {})},
+                                status_code=503)
         return {"ready": True, "task": record.task}
 
     @app.get("/info")
     async def info():
+        main = state["pipes"].get(record.task)
         return {"task": record.task, "record": record.to_dict(), "backend": cfg.backend,
+                "precision": main.precision if main else None,
                 "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
                 "model_calls": {t: b.batches for t, b in state["batchers"].items()},
-                "dropped_disconnected": state["dropped"]}
+                "dropped_disconnected": state["dropped"], "inputs": state["inputs"],
+                "truncated_inputs": state["truncated_inputs"]}
 
     return app
 
@@ -307,8 +342,31 @@ def _version() -> str:
 
 
 def app_from_env():
-    """uvicorn's factory for --workers N: each worker process builds its own app (and model) from the env."""
-    return create_app(ServeConfig(**json.loads(os.environ[ENV_CONFIG])).check())
+    """uvicorn's factory for --workers N: each worker process builds its own app (and model) from the env. A worker
+    that cannot load the directory (it went bad after the parent checked it) serves a failing /ready instead of
+    exiting, which uvicorn would answer with a new worker, for ever."""
+    cfg = ServeConfig(**json.loads(os.environ[ENV_CONFIG])).check()
+    try:
+        return create_app(cfg)
+    except LitebertError as exc:
+        return _unloaded_app(f"the model could not be loaded: {exc}")
+
+
+def _unloaded_app(message: str):
+    """/health 200 (the process runs), every other path 503 with `message`."""
+    from fastapi import FastAPI
+
+    app = FastAPI(title="litebert", version=_version(), docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.api_route("/{path:path}", methods=["GET", "POST"])
+    async def unavailable(path: str):
+        return _error(503, message, None)
+
+    return app
 
 
 def serve(cfg: ServeConfig) -> None:
@@ -333,6 +391,9 @@ def serve(cfg: ServeConfig) -> None:
     _draining_server(uvicorn.Config(app, **options), app.state.serve).run()
 
 
+GRACE_MARGIN_S = 0.5  # seconds before uvicorn's graceful-shutdown limit at which waiting requests are answered 503
+
+
 def _draining_server(config, state: dict):
     """A uvicorn.Server that, on SIGTERM/SIGINT, turns /ready to 503 at once (so a load balancer stops sending)
     before uvicorn's own graceful shutdown lets in-flight requests finish."""
@@ -341,6 +402,13 @@ def _draining_server(config, state: dict):
     class DrainingServer(uvicorn.Server):
         def handle_exit(self, sig, frame):
             state["ready"] = False
+            if "cut_off" in state and not self.should_exit:  # the first signal: in-flight requests get until the
+                # graceful limit less a margin to write their answer, then a 503 in the documented shape
+                import asyncio
+
+                loop = asyncio.get_event_loop()
+                delay = max(0.0, (config.timeout_graceful_shutdown or 0.0) - GRACE_MARGIN_S)
+                loop.call_soon_threadsafe(loop.call_later, delay, state["cut_off"].set)
             super().handle_exit(sig, frame)
 
     return DrainingServer(config)

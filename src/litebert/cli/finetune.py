@@ -54,18 +54,25 @@ litebert predict rte --model runs/rte --text $'A man sleeps.\\tSomeone is awake.
     f.add_argument("--model", required=True, help="model directory or pretraining run dir (its newest checkpoint)")
     f.add_argument("texts", nargs="+", metavar="TEXT", help='e.g. "the capital of france is [MASK]."')
     f.add_argument("--top-k", type=int, default=5, help="predictions shown per [MASK] (default: 5)")
+    _precision(f)
     f.set_defaults(func=run_fill_mask)
 
 
-def _shared(p, options) -> None:
+def _precision(p) -> None:
     from litebert.device import AUTO_PRECISION_HELP, PRECISIONS
 
-    p.add_argument("--model", required=True, help="fine-tuning run dir (its best/ checkpoint) or model directory")
     p.add_argument("--precision", default="auto", choices=PRECISIONS,
                    help=AUTO_PRECISION_HELP + " (default: auto)")
+
+
+def _shared(p, options) -> None:
+    p.add_argument("--model", required=True, help="fine-tuning run dir (its best/ checkpoint) or model directory")
+    _precision(p)
     p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default: 64)")
     p.add_argument("--max-seq-length", type=int,
                    help="tokens per example (default: the run's, from its record; else the task's)")
+    p.add_argument("--allow-task-mismatch", action="store_true",
+                   help="run a model fine-tuned for another task than TASK (default: refuse); the output says so")
     for f in dataclasses.fields(options):
         if f.name in CUSTOM:
             p.add_argument("--" + f.name.replace("_", "-"), choices=f.metadata.get("choices"), help=field_help(f))
@@ -98,7 +105,8 @@ def run_evaluate(args) -> int:
     from litebert.finetune import evaluate
 
     result = evaluate(args.task_name, args.model, args.data, split=args.split, precision=args.precision,
-                      batch_size=args.batch_size, limit=args.limit, **_custom(args))
+                      batch_size=args.batch_size, limit=args.limit, allow_task_mismatch=args.allow_task_mismatch,
+                      **_custom(args))
     print(json.dumps(result, indent=2, default=str))
     return 0
 
@@ -112,21 +120,36 @@ def run_predict(args) -> int:
     if args.output != "-":
         check_output(args.output, "--output", kind="file")
     rows = predict(args.task_name, args.model, args.input, precision=args.precision, batch_size=args.batch_size,
-                   texts=args.text, **_custom(args))
+                   texts=args.text, allow_task_mismatch=args.allow_task_mismatch, **_custom(args))
     lines = "".join(json.dumps(row, ensure_ascii=False, default=float) + "\n" for row in rows)
     if args.output == "-":
         sys.stdout.write(lines)
-        return 0
-    # A temp file renamed into place: a full disk leaves no truncated file that looks finished.
-    atomic_write(Path(args.output), lambda tmp: tmp.write_text(lines, encoding="utf-8"))
-    print(f"{len(rows)} predictions -> {args.output}", file=sys.stderr)
+    else:  # a temp file renamed into place: a full disk leaves no truncated file that looks finished
+        atomic_write(Path(args.output), lambda tmp: tmp.write_text(lines, encoding="utf-8"))
+    print(predict_summary(rows, args.output), file=sys.stderr)
     return 0
+
+
+def predict_summary(rows: list[dict], output: str) -> str:
+    """One line after the predictions: how many, at which precision, how many inputs were truncated, collapse."""
+    from litebert.finetune import prediction_collapse
+
+    truncated = sum(1 for r in rows if r.get("truncated_tokens", 0) > 0)
+    precision = rows[0].get("precision") if rows else None
+    line = (f"{len(rows)} predictions -> {'stdout' if output == '-' else output}"
+            + (f"; precision {precision}" if precision else "") + f"; {truncated} truncated inputs")
+    warning = prediction_collapse(rows)
+    return line + (f"\nWARNING: {warning}" if warning else "")
 
 
 def run_fill_mask(args) -> int:
     from litebert.inference import fill_mask, filled_text, format_predictions
+    from litebert.pipelines import inference_precision
 
-    for text, masks in zip(args.texts, fill_mask(args.model, args.texts, top_k=args.top_k)):
+    precision = inference_precision(args.precision)
+    results = fill_mask(args.model, args.texts, top_k=args.top_k, precision=precision)
+    print(f"fill-mask: {args.model} at precision {precision}", file=sys.stderr)
+    for text, masks in zip(args.texts, results):
         print(text)
         print("  -> " + filled_text(text, masks))
         for i, preds in enumerate(masks):

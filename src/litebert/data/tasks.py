@@ -61,10 +61,17 @@ class Hparams:
     num_train_epochs: float | None = None
     warmup_ratio: float | None = None
     source: str = "paper Table 14"
+    train_examples: int | None = None  # the official training set the paper's steps were sized for
+
+    def sized_for(self, available: int) -> bool:
+        """The paper's step count fits a training set of `available` rows: it is not far smaller than the official
+        one (under half of it, the steps would mean more than twice the paper's epochs)."""
+        return self.train_examples is None or available * 2 >= self.train_examples
 
 
-def _t14(lr: float, bsz: int, albert_dr: float, steps: int, warmup: int, msl: int = 512) -> Hparams:
-    return Hparams(lr, bsz, steps, warmup, msl, albert_dr, 0.1)
+def _t14(lr: float, bsz: int, albert_dr: float, steps: int, warmup: int, msl: int = 512,
+         n: int | None = None) -> Hparams:
+    return Hparams(lr, bsz, steps, warmup, msl, albert_dr, 0.1, train_examples=n)
 
 
 # Tasks outside Table 14 (Chinese, NER, custom) get common BERT-style settings, marked as ours.
@@ -128,26 +135,28 @@ def _glue(name, hp, a, b, label, labels, metrics=("accuracy",), main="accuracy",
 TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in [
-        _glue("cola", _t14(1e-5, 16, 0.0, 5336, 320), "sentence", None, "label", _BIN, ("mcc", "accuracy"), "mcc",
+        _glue("cola", _t14(1e-5, 16, 0.0, 5336, 320, n=8551), "sentence", None, "label", _BIN, ("mcc", "accuracy"),
+              "mcc",
               fieldnames=("source", "label", "label_mark", "sentence"), headerless=("train", "dev"),
               label_meanings=(("0", "unacceptable"), ("1", "acceptable"))),
-        _glue("sst-2", _t14(1e-5, 32, 0.0, 20935, 1256), "sentence", None, "label", _BIN,
+        _glue("sst-2", _t14(1e-5, 32, 0.0, 20935, 1256, n=67349), "sentence", None, "label", _BIN,
               label_meanings=(("0", "negative"), ("1", "positive"))),
-        _glue("mrpc", _t14(2e-5, 32, 0.0, 800, 200), "#1 String", "#2 String", "Quality", _BIN, ("accuracy", "f1"),
+        _glue("mrpc", _t14(2e-5, 32, 0.0, 800, 200, n=3668), "#1 String", "#2 String", "Quality", _BIN,
+              ("accuracy", "f1"),
               label_meanings=(("0", "not_equivalent"), ("1", "equivalent"))),
-        _glue("sts-b", _t14(2e-5, 16, 0.0, 3598, 214), "sentence1", "sentence2", "score", None,
+        _glue("sts-b", _t14(2e-5, 16, 0.0, 3598, 214, n=5749), "sentence1", "sentence2", "score", None,
               ("pearson", "spearman", "mse"), "pearson"),
-        _glue("qqp", _t14(5e-5, 128, 0.1, 14000, 1000), "question1", "question2", "is_duplicate", _BIN,
+        _glue("qqp", _t14(5e-5, 128, 0.1, 14000, 1000, n=363846), "question1", "question2", "is_duplicate", _BIN,
               ("accuracy", "f1"), skip_malformed=True, label_meanings=(("0", "not_duplicate"), ("1", "duplicate")),
               notes="rows missing fields are skipped and counted, as the official QQP processor does"),
-        _glue("mnli", _t14(3e-5, 128, 0.0, 10000, 1000), "sentence1", "sentence2", "gold_label",
+        _glue("mnli", _t14(3e-5, 128, 0.0, 10000, 1000, n=392702), "sentence1", "sentence2", "gold_label",
               ("contradiction", "entailment", "neutral"), eval_splits=("dev_matched", "dev_mismatched"),
               files={"train": "train.tsv", "dev": "dev_matched.tsv", "dev_matched": "dev_matched.tsv",
                      "dev_mismatched": "dev_mismatched.tsv", "test": "test_matched.tsv",
                      "test_matched": "test_matched.tsv", "test_mismatched": "test_mismatched.tsv"}),
-        _glue("qnli", _t14(1e-5, 32, 0.0, 33112, 1986), "question", "sentence", "label", _NLI2),
-        _glue("rte", _t14(3e-5, 32, 0.1, 800, 200), "sentence1", "sentence2", "label", _NLI2),
-        _glue("wnli", _t14(2e-5, 16, 0.1, 2000, 250), "sentence1", "sentence2", "label", _BIN,
+        _glue("qnli", _t14(1e-5, 32, 0.0, 33112, 1986, n=104743), "question", "sentence", "label", _NLI2),
+        _glue("rte", _t14(3e-5, 32, 0.1, 800, 200, n=2490), "sentence1", "sentence2", "label", _NLI2),
+        _glue("wnli", _t14(2e-5, 16, 0.1, 2000, 250, n=635), "sentence1", "sentence2", "label", _BIN,
               label_meanings=(("0", "not_entailment"), ("1", "entailment"))),
         TaskSpec("afqmc", "jsonl", "classification", {"train": "train.json", "dev": "dev.json", "test": "test.json"},
                  ("accuracy",), "accuracy", text_a="sentence1", text_b="sentence2", label="label", labels=_BIN),
@@ -163,16 +172,16 @@ TASKS: dict[str, TaskSpec] = {
         TaskSpec("conll2003-iob2", "conll", "token", {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"},
                  ("f1", "precision", "recall", "accuracy"), "f1", labels=_CONLL_LABELS, tag_scheme="IOB2"),
         TaskSpec("squad1.1", "squad", "span", {"train": "train-v1.1.json", "dev": "dev-v1.1.json"},
-                 ("exact_match", "f1"), "f1", hparams=_t14(5e-5, 48, 0.0, 3649, 365, msl=384)),
+                 ("exact_match", "f1"), "f1", hparams=_t14(5e-5, 48, 0.0, 3649, 365, msl=384, n=87599)),
         TaskSpec("squad2.0", "squad", "span", {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
-                 ("exact", "f1", "best_exact", "best_f1"), "f1", hparams=_t14(3e-5, 48, 0.0, 8144, 814),
+                 ("exact", "f1", "best_exact", "best_f1"), "f1", hparams=_t14(3e-5, 48, 0.0, 8144, 814, n=130319),
                  version_2=True),
         TaskSpec("cmrc2018", "cmrc2018", "span",
                  {"train": "cmrc2018_train.json", "dev": "cmrc2018_dev.json", "trial": "cmrc2018_trial.json"},
                  ("em", "f1", "average"), "f1", hparams=dataclasses.replace(OUR_DEFAULTS, max_seq_length=512)),
         TaskSpec("race", "race", "choice", {"train": "train", "dev": "dev", "test": "test"},
                  ("accuracy", "accuracy_middle", "accuracy_high"), "accuracy",
-                 hparams=_t14(2e-5, 32, 0.1, 12000, 1000),
+                 hparams=_t14(2e-5, 32, 0.1, 12000, 1000, n=87866),
                  notes="README: ALBERT v2 models diverge with these; use lr 1e-5 and albert_dropout 0 for v2"),
     ]
 }  # fmt: skip
@@ -287,6 +296,15 @@ def label_list_for(spec: TaskSpec, train_examples: Sequence[Example]) -> list[st
     if not seen:
         raise DataFormatError(f"task {spec.name}: the training examples carry no labels")
     return sorted(seen)
+
+
+def label_names_for(spec: TaskSpec, label_list: Sequence[str] | None) -> list[str] | None:
+    """The names a model's labels go by (config.json id2label): a coded label's readable name ("0" ->
+    "negative" for SST-2), else the label as the data spells it."""
+    if label_list is None:
+        return None
+    meanings = dict(spec.label_meanings)
+    return [meanings.get(label, label) for label in label_list]
 
 
 # A row is (line number, {column: value}); missing columns are simply absent from the dict.
@@ -455,7 +473,8 @@ def encode_examples(
 ) -> list[dict]:
     """[CLS] a [SEP] (b [SEP]) features, truncated longest-first, NOT padded (the training loop pads).
 
-    Each dict: input_ids, token_type_ids, attention_mask (lists of int) and, for labelled examples, `label`
+    Each dict: input_ids, token_type_ids, attention_mask (lists of int), truncated_tokens (how many tokens the
+    max_seq_length limit dropped) and, for labelled examples, `label`
     (class id; float for regression when label_list is None; multi-hot list of floats for multi-label).
     """
     texts = [ex.text_a for ex in examples]
@@ -463,13 +482,23 @@ def encode_examples(
     has_pair = [p is not None for p in pairs]
     if any(has_pair) and not all(has_pair):
         raise DataFormatError("encode_examples: some examples have text_b and some do not; encode them apart")
-    enc = tokenizer.batch_encode(
-        texts, pairs if all(has_pair) and examples else None, max_length=max_seq_length, truncation="longest_first"
-    )
+    pairs = pairs if all(has_pair) and examples else None
+    # Encoded whole first, so the tokens truncation drops are counted (`truncated_tokens`, 0 when none); only the
+    # rows over the limit are encoded again, truncated longest-first.
+    enc = tokenizer.batch_encode(texts, pairs, truncation=False)
+    full = [len(ids) for ids in enc["input_ids"]]
+    over = [i for i, n in enumerate(full) if n > max_seq_length]
+    if over:
+        cut = tokenizer.batch_encode([texts[i] for i in over], None if pairs is None else [pairs[i] for i in over],
+                                     max_length=max_seq_length, truncation="longest_first")
+        for j, i in enumerate(over):
+            for key in ("input_ids", "token_type_ids", "attention_mask"):
+                enc[key][i] = cut[key][j]
     feats = []
     for i, ex in enumerate(examples):
         f = {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
-             "attention_mask": enc["attention_mask"][i]}  # fmt: skip
+             "attention_mask": enc["attention_mask"][i],
+             "truncated_tokens": full[i] - len(enc["input_ids"][i])}  # fmt: skip
         if ex.label is not None:
             f["label"] = label_to_target(ex.label, label_list, ex.source or ex.guid)
         feats.append(f)

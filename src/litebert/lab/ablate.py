@@ -212,7 +212,14 @@ def downstream(cfg: AblateConfig, checkpoint: Path, run_dir: Path) -> dict[str, 
                            steps=cfg.finetune_steps, train_examples=cfg.finetune_train_examples,
                            eval_every=cfg.finetune_steps, precision=cfg.precision, threads=cfg.threads)
     return {"sst2_acc_mean": statistics.mean(scores), "sst2_acc_std": statistics.pstdev(scores),
-            "sst2_acc": scores}
+            "sst2_acc": scores, "sst2_collapsed": collapsed_seeds(run_dir / "sst2", cfg.seeds)}
+
+
+def collapsed_seeds(out_prefix: Path, seeds: int) -> int:
+    """How many seeds' kept models collapsed (every dev prediction one class: finetune's result.json says so)."""
+    results = [Path(f"{out_prefix}-seed{seed}") / "result.json" for seed in range(seeds)]
+    return sum(1 for r in results if r.is_file()
+               and read_json(r, TrainingError, expect=dict, hint=STALE_HINT).get("collapse"))
 
 
 def run_variant(cfg: AblateConfig, data: Path, variant: Variant, steps: int, wait: bool = True) -> dict | None:
@@ -379,10 +386,19 @@ def format_table(results: list[dict[str, Any]]) -> str:
     for r in results:
         cells = [f.format(r[k]) if r.get(k) is not None else "" for k, f in cols]
         if has_sst2:
-            cells.append(f"{r['sst2_acc_mean']:.3f} ± {r['sst2_acc_std']:.3f} (n={len(r['sst2_acc'])})"
-                         if "sst2_acc_mean" in r else "")
+            cells.append(sst2_cell(r) if "sst2_acc_mean" in r else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def sst2_cell(r: dict[str, Any]) -> str:
+    """Mean ± std over seeds, unless seeds collapsed to one class: a collapsed run's accuracy is that class's
+    share of dev, not a measure of the variant, so an all-collapsed row is marked instead of averaged."""
+    n, collapsed = len(r["sst2_acc"]), r.get("sst2_collapsed", 0)
+    if collapsed == n:
+        return f"**COLLAPSED** (all {n} seeds predict one class; {r['sst2_acc_mean']:.3f} is its share of dev)"
+    cell = f"{r['sst2_acc_mean']:.3f} ± {r['sst2_acc_std']:.3f} (n={n})"
+    return cell + (f", {collapsed} of {n} seeds collapsed" if collapsed else "")
 
 
 def write_report(cfg: AblateConfig, results: list[dict[str, Any]], out: Path) -> None:
