@@ -30,7 +30,6 @@ from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, 
                              closed, option)
 from litebert.data.examples import Example, Examples
 from litebert.data.ner import align_predictions, encode_token_examples
-from litebert.data.race import encode_race, race_accuracy
 from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, label_names_for, pad_features, read_examples, split_path)
@@ -41,6 +40,7 @@ from litebert.errors import CheckpointError, ConfigError, DataFormatError, Liteb
 from litebert.faults import inject_fault
 from litebert.files import fsync_dir, holding_run_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
+from litebert.kinds import Kind
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
 from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import build_optimizer, make_scheduler
@@ -131,40 +131,6 @@ class FinetuneConfig:
 
 
 # --------------------------------------------------------------------------------------------- task kinds
-
-
-class Kind:
-    """How one head family (a litebert.heads row names its Kind) turns examples into features and model outputs
-    into metrics/predictions."""
-    input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
-    label_names: list[str] | None = None  # the model's names for its labels (config.json), when scoring a model
-
-    def __init__(self, cfg: FinetuneConfig):
-        self.cfg = cfg
-
-    def num_labels(self, label_list) -> int:
-        return len(label_list)
-
-    def encode(self, examples, tokenizer, spec: TaskSpec, cfg: FinetuneConfig, label_list) -> list[dict]:
-        raise NotImplementedError
-
-    def targets(self, batch: dict) -> dict:
-        return {}
-
-    def collect(self, out, batch: dict) -> list:
-        """Per-feature outputs (numpy), in feature order."""
-        return list(out.logits.float().cpu().numpy())
-
-    def score(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict[str, float]:
-        raise NotImplementedError
-
-    def predictions(self, examples, features, outputs, spec: TaskSpec, label_list) -> list[dict]:
-        raise NotImplementedError
-
-    def collapse(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict:
-        """{"collapse": what, ...its detail} when every prediction is the same degenerate answer (one class, a
-        constant, one tag, no answer, one option); {} otherwise. `collapse_warning` words it."""
-        return {}
 
 
 class SentenceKind(Kind):
@@ -283,29 +249,6 @@ class SpanKind(Kind):
         preds, null_odds = self._decode(examples, features, outputs, spec)
         return [{"id": ex.qid, "question": ex.question, "answer": preds[ex.qid], "null_odds": null_odds[ex.qid]}
                 for ex in examples]
-
-
-class ChoiceKind(Kind):
-    def num_labels(self, label_list) -> int:
-        return 1
-
-    def encode(self, examples, tokenizer, spec, cfg, label_list):
-        return encode_race(examples, tokenizer, cfg.max_seq_length)
-
-    def targets(self, batch):
-        return {"labels": batch["label"]} if "label" in batch else {}
-
-    def score(self, examples, features, outputs, spec, label_list):
-        return race_accuracy(examples, np.stack(outputs).argmax(-1))
-
-    def collapse(self, examples, features, outputs, spec, label_list):
-        picked = {int(np.argmax(o)) for o in outputs}
-        if len(outputs) > 1 and len(picked) == 1:
-            return {"collapse": "one option", "single_option": "ABCD"[picked.pop()]}
-        return {}
-
-    def predictions(self, examples, features, outputs, spec, label_list):
-        return [{"guid": ex.guid, "answer": "ABCD"[int(np.argmax(o))]} for ex, o in zip(examples, outputs)]
 
 
 def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:

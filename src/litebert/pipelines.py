@@ -459,38 +459,6 @@ class QuestionAnswering(Pipeline):
                 for a in (answers[ex.qid] for ex in self._examples)]
 
 
-class MultipleChoice(Pipeline):
-    task = "multiple-choice"
-    request = ("ChoiceItem", "NoParams")
-    warmup = {"context": "warm up", "question": "what?", "options": ["a", "b"]}
-    from_request = classmethod(lambda cls, item: item)
-
-    def check(self, item, index):
-        item = _need_dict(item, ("context", "question", "options"), index)
-        options = item["options"]
-        if not isinstance(options, list) or len(options) < 2:
-            raise ConfigError(f"input {index}: 'options' should be a list of at least 2 strings")
-        return (_need_text(item["context"], "context", index), _need_text(item["question"], "question", index),
-                [_need_text(o, f"options[{k}]", index) for k, o in enumerate(options)])
-
-    def features(self, items):
-        from litebert.data.race import RaceExample, encode_race
-
-        examples = [RaceExample(str(i), c, q, opts, None, "") for i, (c, q, opts) in enumerate(items)]
-        return encode_race(examples, self.tokenizer, self.record.max_seq_length)
-
-    def group_key(self, feat, length):
-        return len(feat["input_ids"]), length  # choices in one batch must be equal in number
-
-    def decode(self, items, feats, outputs):
-        results = []
-        for (_, _, options), o in zip(items, outputs):
-            probs = _softmax(o["logits"])
-            best = int(probs.argmax())
-            results.append({"answer": best, "option": options[best], "scores": probs.tolist()})
-        return results
-
-
 class FillMask(Pipeline):
     """Per text, per [MASK] in it: the top_k tokens with their probabilities."""
 
