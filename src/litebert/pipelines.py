@@ -13,7 +13,8 @@ Tasks and their inputs (one item, or a list of items -> a list of results):
   windows; SQuAD v2 heads may answer "" (no answer).
 - multiple-choice: {"context", "question", "options": [...]}.
 - fill-mask: str with one or more "[MASK]".
-- embeddings: str; pooling "mean" (over real tokens) or "cls", optional L2 normalisation.
+- embeddings: str; pooling "mean" (over real tokens) or "cls", optional L2 normalisation;
+  `emb.similarity(a, b)`: their cosine similarity.
 
 What the model is (task, head, labels, max length, doc stride) comes from the directory's records
 (`litebert.records`). Features come from the fine-tuning code (data/tasks.py, squad.py, ner.py, race.py), so
@@ -527,4 +528,16 @@ class Embeddings(Pipeline):
 
     def decode(self, items, feats, outputs, pooling: str = "mean", normalize: bool = False):
         return [v.tolist() for v in outputs]
+
+    def similarity(self, a, b, pooling: str = "mean"):
+        """Cosine similarity of texts' embeddings: a float for two texts, a list for a text and a list of texts,
+        a len(a) x len(b) list of lists for two lists. Unit vectors (normalize=True) make it a dot product."""
+        first, second = ([x] if not isinstance(x, list) else x for x in (a, b))
+        vectors = np.asarray(self(first + second, pooling=pooling, normalize=True))  # [len(a) + len(b), H]
+        sims = vectors[:len(first)] @ vectors[len(first):].T  # [len(a), len(b)]
+        if not isinstance(b, list):
+            sims = sims[:, 0]  # [len(a)]
+        if not isinstance(a, list):
+            sims = sims[0]  # [len(b)], or a scalar
+        return sims.tolist()
 

@@ -52,12 +52,14 @@ from litebert.hub_cache import resolve_model_path
 from litebert.memory import check_training_memory
 from litebert.mlm_scores import MlmTally, piece_table, summary_line
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
+from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
 from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
+from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
 
 @dataclass
@@ -128,7 +130,9 @@ class PretrainConfig:
     nan_policy: str = option("error", "on a non-finite loss or gradient: error (stop) or skip the step (within "
                                       "--nan-budget)", choices=("error", "skip"))
     nan_budget: int = option(10, "skipped steps allowed under --nan-policy skip before stopping", check=NON_NEGATIVE)
-    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra)")
+    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra; the same as "
+                                      "--report-to tensorboard)")
+    report_to: str | None = option(None, REPORT_TO_HELP)
     # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
     max_time: str | float | None = option(None, "stop cleanly after this much wall-clock time over all sessions, "
                                                 "saving a checkpoint: seconds or 30m, 2h, 1h30m; warm-up and decay "
@@ -154,6 +158,7 @@ class PretrainConfig:
         if self.device is not None:
             check_device(self.device)
         self.length_phases  # parses --phases (once) and checks it
+        self.trackers  # checks --report-to
         self.max_seconds  # validates
         parse_mask_replace(self.mask_replace, "--mask-replace ")
 
@@ -161,6 +166,12 @@ class PretrainConfig:
     def length_phases(self) -> list[tuple[float, int]]:
         """--phases as (fraction of the steps, sequence length) pairs; [(1.0, max_seq_length)] without it."""
         return parse_phases(self.phases, self.max_seq_length)
+
+    @property
+    def trackers(self) -> tuple[str, ...]:
+        """--report-to, with the older --tensorboard switch folded in."""
+        names = parse_report_to(self.report_to)
+        return names + ("tensorboard",) if self.tensorboard and "tensorboard" not in names else names
 
     @functools.cached_property
     def max_seconds(self) -> float | None:  # read on every step's budget check: parsed once
@@ -723,14 +734,10 @@ class MetricsLog:
     def __init__(self, run: Run):
         self.path = Path(run.cfg.out) / "metrics.jsonl"
         self.main = run.d.main
-        self.tb = None
-        if self.main and run.cfg.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(Path(run.cfg.out) / "tb"))
-            except ImportError:
-                raise ConfigError("--tensorboard needs the [tb] extra: pip install 'litebert[tb]'") from None
+        # --report-to: every record also goes to the trackers, with the run record (run.json) as their parameters
+        self.trackers = (Trackers(run.cfg.trackers, run.cfg.out, "pretrain",
+                                  read_json(Path(run.cfg.out) / "run.json", TrainingError, expect=dict))
+                         if self.main and run.cfg.trackers else None)
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.main:
@@ -742,10 +749,13 @@ class MetricsLog:
         except OSError as exc:  # a full disk, a vanished mount: say where, and that the checkpoints are safe
             raise TrainingError(f"{self.path}: cannot write the metrics log ({exc.strerror or exc}); "
                                 f"{last_checkpoint(self.path.parent)}; free space and resume") from exc
-        if self.tb is not None:
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k != "step" and v is not None:
-                    self.tb.add_scalar(k, v, record["step"])
+        if self.trackers is not None:
+            self.trackers.log(record)
+
+    def finish(self, result: dict[str, Any], step: int) -> None:
+        """The run's last figures to the trackers, as "final/NAME", and close them."""
+        if self.trackers is not None:
+            self.trackers.finish({f"final/{k}": v for k, v in result.items() if k not in ("step", "time")}, step)
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -885,7 +895,8 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
         warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     # A rerun of a finished run trains nothing: its final evaluation is in the log already.
     result = {**last, "tokens": run.tokens, **log_eval(run, log if run.step > start_step else None)}
-    save_final(run)
+    save_final(run, result)
+    log.finish(result, run.step)
     return result
 
 
@@ -929,8 +940,9 @@ def stop_signals(run: Run, session: float, sigterm: bool) -> tuple[str, bool, fl
     return ((why or "the budget was reached on rank 0") if budget > 0 else ""), terminated > 0, elapsed
 
 
-def save_final(run: Run) -> Path | None:
-    """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from."""
+def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
+    """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from, and its
+    model card (with the held-out figures of `result`, the final evaluation)."""
     if not run.d.main:
         return None
 
@@ -941,8 +953,23 @@ def save_final(run: Run) -> Path | None:
     for name, write in run_tokenizer(run).files().items():
         atomic_write(final / name, write)
     (final / "step.txt").write_text(f"{run.step}\n")
+    write_model_card(final, training_record(run, result or {}))
     print(f"final model (step {run.step}) -> {final}", file=sys.stderr)
     return final
+
+
+def training_record(run: Run, result: dict[str, Any]) -> Training:
+    """What the model card says about this run: the held-out figures are the final evaluation's (eval_*)."""
+    cfg = run.cfg
+    recipe = {"objective": cfg.objective, "optimizer": cfg.optimizer, "lr": cfg.lr, "batch_size": cfg.batch_size,
+              "warmup_steps": cfg.warmup, "max_seq_length": cfg.max_seq_length, "phases": cfg.phases,
+              "masked_lm_prob": cfg.masked_lm_prob, "ngram": cfg.ngram, "mask_unit": cfg.mask_unit,
+              "weight_decay": cfg.weight_decay, "dropout": cfg.dropout, "precision": run.precision, "seed": cfg.seed}
+    random_init = cfg.model in PRESETS or Path(cfg.model).is_file()  # a preset or a config file, not weights
+    start = f"random initialisation ({cfg.model})" if random_init else f"the weights of `{cfg.model}`"
+    held_out = {k: v for k, v in result.items() if k.startswith("eval_") and k != "eval_examples"}
+    results = [Result("held-out", Path(cfg.data).name, run.step, held_out, result.get("eval_examples"))]
+    return Training("pretrain", start, cfg.data, run.step, recipe, results if held_out else [], tokens=int(run.tokens))
 
 
 def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
@@ -960,8 +987,8 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     with tempfile.TemporaryDirectory(prefix="litebert-probe-") as tmp:
         out = Path(tmp) / "run"
         pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
-                                     save_every=steps, keep=1, resume="none", tensorboard=False, max_time=None,
-                                     max_tokens=None, health=False))
+                                     save_every=steps, keep=1, resume="none", tensorboard=False, report_to=None,
+                                     max_time=None, max_tokens=None, health=False))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
