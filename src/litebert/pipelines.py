@@ -131,7 +131,9 @@ class TorchRunner:
         if fresh:
             raise LitebertError(f"{weights_dir}: has no trained weights for {', '.join(fresh)}, which {task} "
                                 f"needs; use a directory fine-tuned for {task}")
-        return cls(model.to(torch.bfloat16 if backend == "bf16" else torch.float32), mlm=task == "fill-mask")
+        from litebert.device import for_inference
+
+        return cls(for_inference(model, backend), mlm=task == "fill-mask")
 
     def encoder(self) -> TorchRunner:
         """A runner over this model's encoder alone (embeddings), sharing its weights."""
