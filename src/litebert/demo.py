@@ -117,8 +117,10 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     budget = None
     if steps is None:
         per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "pretrain")), steps=10)
-        steps = max(50, int(minutes * 60 / per_step))
-        # The probe's pace is a forecast: on a machine that gets busier the run stops at the budget anyway.
+        # The probe's pace is a forecast: room for twice the steps it predicts, so that the wall clock, not the
+        # step count, ends the run (and its schedule, which follows whichever is further along) on a machine that
+        # gets quieter as well as on one that gets busier.
+        steps = max(50, int(2 * minutes * 60 / per_step))
         budget = f"{minutes * 60:g}s"
     # The store was just rebuilt and the step count re-measured, so a previous demo's checkpoints (say, 1,732
     # steps on a faster machine) belong to another run: start the pretraining afresh instead of resuming them.
