@@ -2,13 +2,14 @@
 LitServe's own batching, both on loopback, one SST-2 dev sentence per request.
 
 Sides (--sides; each a separate server process, started once, all up for the whole run):
-    litebert          `litebert serve` at its defaults (dynamic batching, max batch 32, max wait 5 ms)
+    litebert          `litebert serve` at its defaults (dynamic batching, max batch 32, max wait 5 ms, backend auto:
+                      bf16 where the host's start-up probe measures it faster than fp32, else fp32)
     litserve          LitServe (`pip install litebert[bench]`) around transformers.pipeline("text-classification") of
                       the same directory; LitServe's batching with the same max batch and window (its default is
                       no batching: max_batch_size 1); its own process layout (an HTTP process and an inference
                       worker process)
-    litebert-bf16     `litebert serve --backend bf16` (the weights in bf16: the fast path where the host's bf16 matmul
-                      beats fp32, as the probe in the host line says)
+    litebert-fp32     `litebert serve --backend fp32`
+    litebert-bf16     `litebert serve --backend bf16` (the weights in bf16)
     litebert-nobatch  `litebert serve --no-batching` (one model call per request)
     transformers-loop transformers' pipeline behind litebert's own server loop and batcher
 Every model side runs torch with --threads threads. Load is bounded: at each concurrency level C, C clients send one
@@ -36,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-SIDES = ("litebert", "litserve", "litebert-bf16", "litebert-nobatch", "transformers-loop")
+SIDES = ("litebert", "litserve", "litebert-fp32", "litebert-bf16", "litebert-nobatch", "transformers-loop")
 MAX_BATCH, MAX_WAIT_MS = 32, 5.0  # litebert serve's defaults, given to LitServe too
 
 
@@ -131,8 +132,8 @@ def start(name: str, args) -> dict:
     port = free_port()
     if name.startswith("litebert"):
         cmd = [sys.executable, "-m", "litebert", "serve", "--model", args.model, "--port", str(port), "--threads",
-               str(args.threads), *{"litebert-nobatch": ["--no-batching"], "litebert-bf16": ["--backend", "bf16"]}.get(
-                   name, [])]
+               str(args.threads), *{"litebert-nobatch": ["--no-batching"], "litebert-fp32": ["--backend", "fp32"],
+                                    "litebert-bf16": ["--backend", "bf16"]}.get(name, [])]
         ready = "/ready"
     else:
         cmd = [sys.executable, __file__, "--serve", name, "--model", args.model, "--port", str(port), "--threads",
@@ -276,6 +277,9 @@ def main(argv=None) -> int:
         wait_ready(servers)
         for s in servers:  # a warm-up turn each (connection set-up, first batches), not timed
             asyncio.run(load(s["port"], texts, 0, 8, 64, 30))
+            if s["name"].startswith("litebert"):  # which precision answers (backend auto resolves per host)
+                _, info = asyncio.run(get(s["port"], "/info"))
+                print(f"{s['name']}: precision {json.loads(info).get('precision')}", flush=True)
         for rep in range(args.repeats):
             for level in levels:
                 start_at = (rep * len(levels) + levels.index(level)) * args.requests

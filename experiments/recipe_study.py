@@ -13,9 +13,11 @@ hidden_size, num_hidden_layers, ...). Values are read as JSON when they parse, a
 
 Evaluation is one fixed protocol for every recipe, so recipes that train with other masking rates or lengths
 are comparable: held-out (validation split) pairs of --eval-seq-len tokens, 15% n-gram whole-word masking
-(ALBERT's), the first --eval-batches x 32 examples of epoch 0. The record also holds the unigram baseline on the
-same masked targets (always answering the training split's commonest piece) and the representation health
-(litebert.health) on a fixed held-out batch.
+(ALBERT's), the first --eval-batches x 32 examples of epoch 0. Every point holds the official headline
+(eval_mlm_acc, every target) and the accuracy at [MASK], kept and random-replaced targets (eval_mlm_acc_mask, ...);
+the record's "baseline" holds the model-free baselines on the same targets (litebert.mlm_scores: commonest piece,
+copy, copy-else-commonest, bigram, copy-else-bigram), and each point the representation health (litebert.health)
+on a fixed held-out batch. Compare recipes on eval_mlm_acc_mask at equal tokens.
 """
 
 from __future__ import annotations
@@ -43,45 +45,6 @@ def parse_sets(items: list[str]) -> dict:
         except json.JSONDecodeError:
             out[key] = value
     return out
-
-
-def unigram_counts(store) -> np.ndarray:
-    """[V] how often each piece occurs in the training split."""
-    split = store.split("train")
-    counts = np.zeros(store.vocab_size, np.int64)
-    for k in range(len(split.shards)):
-        lo, hi = int(split.sentence_base[k]), int(split.sentence_base[k + 1])
-        if hi > lo:
-            counts += np.bincount(split.tokens(lo, hi), minlength=store.vocab_size)
-    return counts
-
-
-def eval_targets(store, eval_cfg, examples: int) -> np.ndarray:
-    """The masked target ids of the fixed evaluation examples (the ones `evaluate_checkpoint` scores)."""
-    from litebert.data.pretraining import PretrainingDataset
-
-    dataset = PretrainingDataset(store, split="validation", max_seq_length=eval_cfg.max_seq_length,
-                                 max_predictions_per_seq=eval_cfg.max_predictions_per_seq,
-                                 masked_lm_prob=eval_cfg.masked_lm_prob, short_seq_prob=eval_cfg.short_seq_prob,
-                                 ngram=eval_cfg.ngram, objective="sop", seed=0, single_sentence="split")
-    dataset.set_epoch(0)
-    targets = []
-    for i in range(min(len(dataset), examples)):
-        ex = dataset[i]
-        w = np.asarray(ex["masked_weights"]) > 0
-        targets.append(np.asarray(ex["masked_ids"])[w])
-    return np.concatenate(targets)
-
-
-def unigram_baseline(store, eval_cfg, examples: int) -> dict:
-    """Accuracy and loss of a context-free model (the training split's piece frequencies) on the eval targets."""
-    counts = unigram_counts(store)
-    for name in ("pad", "cls", "sep", "mask"):
-        counts[store.token_id(name)] = 0
-    targets = eval_targets(store, eval_cfg, examples)
-    probs = (counts + 1) / (counts + 1).sum()  # add-one: no target has probability 0
-    return {"unigram_acc": float((targets == counts.argmax()).mean()),
-            "unigram_loss": float(-np.log(probs[targets]).mean()), "eval_targets": int(len(targets))}
 
 
 @torch.no_grad()
@@ -175,7 +138,6 @@ def main() -> None:
     eval_len = args.eval_seq_len
     eval_cfg = PretrainConfig(max_seq_length=eval_len, max_predictions_per_seq=max(1, round(eval_len * 0.15) + 1),
                               masked_lm_prob=0.15, ngram=3)
-    baseline = unigram_baseline(store, eval_cfg, args.eval_batches * 32)
     health_batch = store_health_batch(store, eval_len)
 
     run = setup(cfg)
@@ -185,7 +147,7 @@ def main() -> None:
     eval_at = sorted({round(steps * (i + 1) / args.evals) for i in range(args.evals)})
     record = {"name": args.name, "store": args.store, "model": args.model, "model_set": model_sets, "set": sets,
               "steps": steps, "tokens_per_step": probe.batch_size * mean_len, "budget_tokens": args.tokens,
-              "parameters": run.raw_model.num_parameters(exclude_heads=True), "baseline": baseline,
+              "parameters": run.raw_model.num_parameters(exclude_heads=True), "baseline": {},
               "init_scale": parse_sets(args.init_scales), "init_scaled": scaled,
               "sinusoid_positions": args.sinusoid_positions,
               "eval": {"seq_len": eval_len, "examples": args.eval_batches * 32, "masked_lm_prob": 0.15, "ngram": 3},
@@ -196,9 +158,10 @@ def main() -> None:
         r = evaluate_checkpoint(run.raw_model, store, "sop", eval_len, batches=args.eval_batches, batch_size=32,
                                 seed=0, cfg=eval_cfg)
         point = {"step": run.step, "tokens": tokens, "train_s": round(train_s, 2),
-                 "eval_mlm_acc": r.get("eval_mlm_acc"), "eval_mlm_loss": r.get("eval_mlm_loss"),
-                 "eval_sop_acc": r.get("eval_sop_acc"), **representation_health(run.raw_model.albert, health_batch),
-                 "load": os.getloadavg()[0]}
+                 **{k: v for k, v in r.items() if k.startswith("eval_mlm") or k == "eval_sop_acc"},
+                 **representation_health(run.raw_model.albert, health_batch), "load": os.getloadavg()[0]}
+        # model-free: the same at every point
+        record["baseline"] = {k: v for k, v in r.items() if k.startswith(("eval_base_", "eval_targets_"))}
         if window:
             point["train_mlm_loss"] = float(np.mean([w["mlm_loss"] for w in window]))
             point["lr"] = window[-1]["lr"]
@@ -206,7 +169,8 @@ def main() -> None:
         record["tokens_per_s"] = tokens / train_s if train_s else None
         write_atomic(record_path, record)
         print(f"[{args.name}] step {run.step}/{steps} {tokens / 1e6:.2f}M tok {train_s:.0f}s "
-              f"acc {point['eval_mlm_acc']:.4f} loss {point['eval_mlm_loss']:.3f} "
+              f"[MASK] {point['eval_mlm_acc_mask']:.4f} headline {point['eval_mlm_acc']:.4f} "
+              f"loss {point['eval_mlm_loss']:.3f} "
               f"spread {point['health_spread']:.3f}", file=sys.stderr, flush=True)
 
     train_s, tokens, window = 0.0, 0.0, []

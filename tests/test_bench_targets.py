@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from litebert.lab.bench import Measured
 from test_bench_scaling import benchmark_module
@@ -70,3 +71,20 @@ def test_the_profile_counts_a_compiled_graph_call_as_inductor_kernels():
     inductor = profile.category("cpp_fused_add_0")
     assert profile.category("## Call CompiledFxGraph fdt6deqmiy5s345hkmdc4bxvhfvl2sml6kco3gb5jdhgxr") == inductor
     assert profile.category("aten::addmm") == "matmul (GEMM)"
+
+
+def test_host_kind_names_the_bf16_instructions_and_the_probes_choice(monkeypatch):
+    """Every benchmark's machine line says which arithmetic the figures come from: the bf16 instructions and the
+    precision "auto" picks by the probe (hosts with the same flags differ in the latter)."""
+    import litebert.lab.bench as bench
+    from litebert.device import resolve_precision
+
+    auto = resolve_precision("auto", torch.device("cpu"))
+    for flags, isa in ((frozenset({"amx_bf16", "avx512_bf16"}), "AMX"), (frozenset({"avx512_bf16"}),
+                       "AVX512-BF16 no AMX"), (frozenset({"avx2"}), "no bf16 instructions")):
+        monkeypatch.setattr(bench, "cpu_flags", lambda flags=flags: flags)
+        assert bench.host_kind() == f"{isa}, auto {auto}"
+    monkeypatch.undo()
+    line = bench.host_line()
+    assert f"host kind: {bench.host_kind()} (bf16 matmul " in line and "x fp32 by the probe" in line
+    assert bench.machine_info()["host_kind"] == bench.host_kind()

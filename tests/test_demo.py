@@ -30,6 +30,9 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     assert step == 50 or "--max-time 0.6s reached" in captured.err
     printed = captured.out
     assert printed.count("    -> ") == len(FILL_MASK_EXAMPLES)  # one line of top-5 answers per example
+    # the summary leads with the [MASK]-position figure and ends with a verdict on it
+    assert printed.index("words hidden behind [MASK]") < printed.index("Official masked_lm_accuracy")
+    assert "Verdict: " in printed and 0 <= result["eval_mlm_acc_mask"] <= 1
     # a second demo in the same dir with another step count pretrains afresh (it used to resume the old
     # checkpoint past its own last step, then fail to find checkpoint-N)
     threads = torch.get_num_threads()
@@ -40,3 +43,22 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     assert json.loads((tmp_path / "demo" / "pretrain" / "run.json").read_text())["train"]["threads"] == 1
     assert Path(again["checkpoint"]).name == "checkpoint-60" and Path(again["checkpoint"]).is_dir()
     assert not checkpoint.exists()
+
+
+def test_the_summary_leads_with_the_mask_figure_and_judges_it_against_the_no_model_guesses():
+    from litebert.demo import summary_lines
+
+    scores = {"eval_targets_mask": 2137, "eval_base_mask_commonest": 0.055, "eval_base_mask_bigram": 0.123,
+              "eval_mlm_acc": 0.149, "eval_base_copy_commonest": 0.141, "eval_sop_acc": 0.6, "tokens": 4.2e5}
+
+    def verdict(acc):
+        lines = summary_lines({**scores, "eval_mlm_acc_mask": acc}, minutes=5)
+        assert "2,137 words hidden behind [MASK]" in lines[0] and f"{acc:6.1%}" in lines[1]
+        return lines[-1]
+
+    too_little = verdict(0.06)  # below 1.5x the commonest-piece guess (8.25%)
+    assert too_little.startswith("Verdict: too little training") and "0.42M tokens in 5 minutes" in too_little
+    assert "--minutes 10" in too_little and "--threads 1" in too_little
+    assert "--threads 1" not in summary_lines({**scores, "eval_mlm_acc_mask": 0.06}, minutes=5, threads=1)[-1]
+    assert verdict(0.09).startswith("Verdict: learning (0.42M tokens)")  # above 1.5x commonest, below the bigram
+    assert verdict(0.13).startswith("Verdict: learned")

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent / "reliability"))
-from harness import TINY_MODEL, config_args, write_pydoc_corpus  # noqa: E402
+from harness import TINY_MODEL, config_args, tiny_setup  # noqa: E402
 
 from litebert import AlbertConfig, AlbertForPreTraining  # noqa: E402
 from litebert.finetune import FinetuneConfig, finetune  # noqa: E402
@@ -36,15 +36,7 @@ def collapse(model: AlbertForPreTraining) -> AlbertForPreTraining:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from litebert.data.store import build_store
-    from litebert.tokenizer_train import train_sentencepiece
-
-    root = tmp_path_factory.mktemp("health")
-    write_pydoc_corpus(root / "corpus.txt", 100)
-    train_sentencepiece([root / "corpus.txt"], root / "tokenizer", vocab_size=400)
-    store = build_store([root / "corpus.txt"], root / "tokenizer", root / "store", validation_fraction=0.05)
-    (root / "model.json").write_text(json.dumps({**TINY_MODEL, "vocab_size": store.vocab_size}))
-    return root / "store", root / "tokenizer", root / "model.json"
+    return tiny_setup(tmp_path_factory.mktemp("health"), vocab_size=400)
 
 
 def model_dirs(tiny, root: Path) -> tuple[Path, Path]:

@@ -88,6 +88,28 @@ def test_obs8_real_label_names_and_one_output_schema(run, shared_data):
     assert 0 <= result["accuracy"] <= 1
 
 
+def test_obs9_one_precision_gives_the_same_numbers_at_every_door(run, shared_data):
+    """Obs. 9: at bf16, CLI predict/evaluate ran the model under autocast and the pipeline with bf16 weights, so
+    the same model at the same precision answered with other numbers. Both now cast the weights (one rule)."""
+    from litebert.finetune import evaluate, predict
+
+    texts = ["a gripping , funny film", "dull and long", "the acting is fine but the plot is thin"]
+    piped = litebert.pipeline(None, run, "bf16")(texts)
+    rows = predict("sst-2", run, texts=texts, precision="bf16")
+    for row, answer in zip(rows, piped):
+        assert row["precision"] == "bf16" and row["label"] == answer["label"]
+        assert row["scores"] == pytest.approx(answer["scores"], abs=1e-6)
+    # evaluate decodes the same outputs: its accuracy is the pipeline's on the same rows
+    result = evaluate("sst-2", run, shared_data / "glue" / "SST-2", limit=16, precision="bf16")
+    from litebert.data.tasks import get_task, read_examples
+
+    dev = read_examples(get_task("sst-2"), shared_data / "glue" / "SST-2", "dev")[:16]
+    answers = litebert.pipeline(None, run, "bf16")([ex.text_a for ex in dev])
+    names = json.loads((run / "best" / "config.json").read_text())["id2label"]
+    gold = [names[str(ex.label)] for ex in dev]
+    assert result["accuracy"] == pytest.approx(sum(a["label"] == g for a, g in zip(answers, gold)) / 16)
+
+
 def test_obs1_fill_mask_on_a_classifier_is_refused_naming_the_model(run, capsys):
     """Obs. 1: fill-mask made a fresh random MLM head on every call and answered with it."""
     code, out, err = cli(["fill-mask", "--model", run, "a gripping [MASK] film"], capsys)

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from litebert.errors import ConfigError
-from litebert.optim import Lamb, build_optimizer, make_scheduler, no_decay, param_groups, warmup_poly_decay
+from litebert.optim import (BudgetSchedule, Lamb, budget_factor, build_optimizer, make_scheduler, no_decay, param_groups,
+                            warmup_poly_decay)
 
 B1, B2, EPS, WD = 0.9, 0.999, 1e-6, 0.01
 
@@ -344,3 +345,26 @@ def test_no_decay_lr_scale_scales_biases_and_norms_through_the_schedule(name):
 def test_no_decay_lr_scale_rejects_negative():
     with pytest.raises(ConfigError, match="no_decay_lr_scale"):
         build_optimizer(nn.Linear(2, 2), "lamb", lr=1e-2, no_decay_lr_scale=-0.5)
+
+
+def test_the_budget_schedule_has_the_step_schedules_shape_over_the_fraction_used():
+    """budget_factor(step / n, w / n) is warmup_poly_decay's factor at step; the schedule ends at 0 when the budget
+    is spent, whatever the clock, and a resumed schedule sets the same lr."""
+    for power in (1.0, 2.0):
+        for step in (0, 3, 4, 5, 13, 19, 20, 25):
+            assert budget_factor(step / 20, 4 / 20, power) == pytest.approx(
+                warmup_poly_decay(step, warmup_steps=4, total_steps=20, peak_lr=1.0, power=power), abs=1e-12)
+    model = torch.nn.Linear(3, 3)
+    opt = build_optimizer(model, "lamb", lr=1e-2, no_decay_lr_scale=0.5)
+    schedule = BudgetSchedule(opt, warmup_fraction=0.1)
+    assert schedule.get_last_lr() == [0.0, 0.0]  # the first update, at fraction 0, has lr 0 (as the official)
+    schedule.step(0.05)
+    assert schedule.get_last_lr() == pytest.approx([5e-3, 2.5e-3])  # halfway through warm-up; biases at half
+    schedule.step()  # the bare step after each update leaves a budget schedule where it is
+    assert schedule.get_last_lr() == pytest.approx([5e-3, 2.5e-3])
+    schedule.step(0.75)
+    again = BudgetSchedule(build_optimizer(model, "lamb", lr=1e-2, no_decay_lr_scale=0.5), 0.1)
+    again.load_state_dict(schedule.state_dict())
+    assert again.get_last_lr() == schedule.get_last_lr() == pytest.approx([2.5e-3, 1.25e-3])
+    schedule.step(1.3)  # past the budget (the step that crossed it): the end of the schedule
+    assert schedule.get_last_lr() == [0.0, 0.0] and schedule.progress == 1.0

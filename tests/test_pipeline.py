@@ -270,3 +270,22 @@ def test_bad_inputs_are_clear_errors(dirs):
         litebert.pipeline(None, dirs["qa"], "fp32")({"question": "who ?"})
     with pytest.raises(LitebertError, match="no ONNX file"):
         litebert.pipeline(None, dirs["classification"], "onnx")
+
+
+def test_similarity_is_the_cosine_of_the_embeddings_and_ranks_sentences(dirs):
+    emb = litebert.pipeline("embeddings", dirs["classification"])
+    mean, unit = np.array(emb(TEXTS)), np.array(emb(TEXTS, normalize=True))  # [N, H]
+    cosine = (mean @ mean.T) / np.outer(np.linalg.norm(mean, axis=1), np.linalg.norm(mean, axis=1))
+    np.testing.assert_allclose(unit @ unit.T, cosine, atol=1e-6)  # normalize=True: the dot product is the cosine
+    np.testing.assert_allclose(emb.similarity(TEXTS, TEXTS), cosine, atol=1e-6)
+    np.testing.assert_allclose(emb.similarity(TEXTS[0], TEXTS), cosine[0], atol=1e-6)
+    np.testing.assert_allclose(emb.similarity(TEXTS, TEXTS[1]), cosine[:, 1], atol=1e-6)
+    one = emb.similarity(TEXTS[0], TEXTS[1])
+    assert isinstance(one, float) and one == pytest.approx(cosine[0, 1], abs=1e-6)
+    cls = np.array(emb(TEXTS, pooling="cls", normalize=True))
+    np.testing.assert_allclose(emb.similarity(TEXTS, TEXTS, pooling="cls"), cls @ cls.T, atol=1e-6)
+    # ranking sentences against a query, as the README shows
+    query, candidates = TEXTS[0], TEXTS[1:]
+    scores = emb.similarity(query, candidates)
+    ranked = sorted(zip(scores, candidates), reverse=True)
+    assert [c for _, c in ranked] == [candidates[i] for i in np.argsort(-cosine[0, 1:], kind="stable")]

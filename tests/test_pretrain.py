@@ -137,6 +137,8 @@ def test_a_store_smaller_than_one_micro_batch(tiny_data, tmp_path, capsys):
 
 
 def test_a_time_budget_stops_cleanly_with_a_checkpoint_and_a_final_model(tiny_data, tmp_path, capsys):
+    from litebert.checkpoint import load_state
+
     run = tmp_path / "run"
     assert cli_main(pretrain_args(tiny_data, run, steps=100000, save_every=100000, max_time="2s")) == 0
     err = capsys.readouterr().err
@@ -148,6 +150,12 @@ def test_a_time_budget_stops_cleanly_with_a_checkpoint_and_a_final_model(tiny_da
     assert (run / "final" / "step.txt").read_text().strip() == str(step)
     lines = [x for x in err.splitlines() if x.startswith("step ")]
     assert lines and all(re.search(r" elapsed=\d+:\d\d eta=(\d+:)?\d+:\d\d$", x) for x in lines), lines[:3]
+    # The schedule followed the wall clock: it is at its end when the budget stops the run, and the checkpoint
+    # records the seconds spent (a resume continues that clock).
+    assert "over the budget's fraction used: wall clock (--max-time 2s)" in err
+    state = load_state(run / f"checkpoint-{step}" / "trainer_state.pt")
+    assert state["scheduler"]["progress"] == 1.0 and state["budget_elapsed"] >= 2.0
+    assert [g["lr"] for g in state["optimizer"]["param_groups"]] == [0.0, 0.0]
 
 
 def test_held_out_mlm_is_scored_with_15_percent_masking_whatever_the_training_rate(tiny_data, tmp_path):
@@ -175,13 +183,25 @@ def test_held_out_mlm_is_scored_with_15_percent_masking_whatever_the_training_ra
     assert eval_protocol(PretrainConfig(max_seq_length=20, max_predictions_per_seq=8)).max_predictions_per_seq == 3
 
 
-def test_a_token_budget_stops_at_the_step_that_reaches_it(tiny_data, tmp_path, capsys):
+def test_a_token_budget_stops_at_the_step_that_reaches_it_with_its_schedule_finished(tiny_data, tmp_path, capsys):
     # 2 micro-batches of 8 x 32 positions per step: 512 tokens a step, so 1,200 tokens are reached at step 3.
+    from litebert.checkpoint import load_state
+    from litebert.optim import budget_factor
+
     run = tmp_path / "run"
     assert cli_main(pretrain_args(tiny_data, run, steps=50, max_tokens=1200)) == 0
-    assert "stopping at step 3 of 50: --max-tokens 1,200 reached (1,536 tokens)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "stopping at step 3 of 50: --max-tokens 1,200 reached (1,536 tokens)" in err
+    assert "over the budget's fraction used: tokens (--max-tokens 1,200)" in err  # the start line names the clock
     assert (run / "final" / "step.txt").read_text().strip() == "3"
-    assert (run / "checkpoint-3").is_dir()
+    # Each step's lr follows the tokens before it (warm-up: 1 step of 50 = 2% of the budget), not the step count;
+    # after the last step the schedule is at its end: the lr is 0.
+    peak = PretrainConfig(**config_args(tiny_data, run)).lr
+    logged = [r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    assert logged == pytest.approx([peak * budget_factor(t / 1200, 0.02) for t in (0, 512, 1024)], rel=1e-12)
+    state = load_state(run / "checkpoint-3" / "trainer_state.pt")
+    assert state["schedule"] == "budget" and state["scheduler"]["progress"] == 1.0
+    assert [g["lr"] for g in state["optimizer"]["param_groups"]] == [0.0, 0.0]
 
 
 def test_a_pretraining_run_dir_is_a_model_and_its_record_repeats_it(tiny_data, finished_run, tmp_path, capsys):
@@ -219,6 +239,13 @@ def test_plot_draws_held_out_mlm_loss_beside_the_training_loss(finished_run, tmp
     fig = build_figure(read_metrics(finished_run), "run")
     loss = fig.axes[0]
     assert {"loss", "held-out mlm_loss"} <= {line.get_label() for line in loss.lines}
+    # the fill-in figure at [MASK] positions, with the no-model guesses on the same targets beside it
+    mask_panel = next(ax for ax in fig.axes if ax.get_title() == "held-out MLM at [MASK] positions")
+    assert {"model at [MASK]", "commonest piece at [MASK]", "bigram table at [MASK]"} <= \
+        {line.get_label() for line in mask_panel.lines}
+    final = [r for r in read_metrics(finished_run) if "eval_mlm_acc_mask" in r][-1]
+    drawn = next(line for line in mask_panel.lines if line.get_label() == "bigram table at [MASK]")
+    assert drawn.get_ydata()[-1] == final["eval_base_mask_bigram"]
     assert legend_clear_of_curves(fig)
     assert plot_run(finished_run, tmp_path / "c.png").stat().st_size > 0
 
@@ -256,6 +283,31 @@ def test_a_resume_that_does_not_fit_is_refused(tiny_data, finished_run, tmp_path
     change = {"steps": 4, **{k: v.format(bigger=bigger) if isinstance(v, str) else v for k, v in change.items()}}
     assert cli_main(pretrain_args(tiny_data, run, **change)) == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_budget_on_resume_stops_a_step_scheduled_run_without_changing_its_schedule(tiny_data, finished_run,
+                                                                                       tmp_path, capsys):
+    """A run started without a budget keeps its --steps schedule when resumed with one (a scheduler's wall-time
+    limit, say): the lrs are those of the run straight through. A budgeted run resumed without its budget is
+    refused: its schedule would lose its clock."""
+    from litebert.optim import warmup_poly_decay
+
+    run = copy_run(finished_run, tmp_path)
+    assert cli_main(pretrain_args(tiny_data, run, steps=6, max_tokens=2500)) == 0  # 512 tokens a step
+    err = capsys.readouterr().err
+    assert "keeps its schedule over --steps" in err and "schedule: warm-up 16.7%, then decay to 0 (power 1) over " \
+        "--steps 6" in err and "stopping at step 5 of 6: --max-tokens 2,500 reached" in err
+    lrs = {r["step"]: r["lr"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "loss" in r}
+    peak = PretrainConfig(**config_args(tiny_data, run)).lr
+    # step 3 takes the lr the checkpoint saved; from step 4 on, the step schedule over the new --steps
+    for step in (4, 5):
+        assert lrs[step] == pytest.approx(warmup_poly_decay(step - 1, warmup_steps=1, total_steps=6, peak_lr=peak),
+                                          rel=1e-12)
+
+    budgeted = tmp_path / "budgeted"
+    assert cli_main(pretrain_args(tiny_data, budgeted, steps=50, max_tokens=1000)) == 0
+    assert cli_main(pretrain_args(tiny_data, budgeted, steps=50)) == 2
+    assert "follows its --max-time/--max-tokens budget; resume it with its budget flags" in capsys.readouterr().err
 
 
 def test_a_resume_on_other_text_is_refused_but_a_moved_store_resumes(tiny_data, finished_run, tmp_path, capsys):

@@ -44,8 +44,10 @@ def test_readme_inference_snippets_run(tmp_path, shared_data, monkeypatch):
     assert [k for k, _ in blocks] == ["python", "serve", "onnx", "python"]
     namespace: dict = {}
     exec(blocks[0][1], namespace)
-    assert namespace["one"]["label"] in ("0", "1") and len(namespace["many"]) == 2
+    assert namespace["one"]["label"] in ("negative", "positive") and len(namespace["many"]) == 2
     assert len(namespace["vectors"]) == 2
+    scores = [score for score, _ in namespace["ranked"]]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True) and all(-1 <= x <= 1 for x in scores)
 
     serve_line, curl_line = [l for l in blocks[1][1].splitlines() if l and not l.startswith("#")]
     port = str(free_port())

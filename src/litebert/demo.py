@@ -9,6 +9,7 @@ Leaves RUN_DIR/{corpus.txt, tokenizer/, store/, model.json, pretrain/} which the
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import sys
 import sysconfig
@@ -105,13 +106,21 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     shape = {k: v for k, v in DEMO_MODEL.items() if k != "preset"}
     model_config = AlbertConfig.from_preset(DEMO_MODEL["preset"], vocab_size=store.vocab_size, **shape)
     model_config.to_json(out / "model.json")
+    if threads is None and busy():
+        # Threads that wait for each other on a machine that is already busy train several times fewer tokens
+        # than one thread (docs/recipes.md measured 5-10x).
+        threads = 1
+        say(f"the machine is busy (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): pretraining "
+            "with 1 thread (--threads N to choose)")
     base = dict(model=str(out / "model.json"), data=str(out / "store"), **DEMO_RECIPE, seed=seed, eval_batches=20,
                 threads=threads)
     budget = None
     if steps is None:
         per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "pretrain")), steps=10)
-        steps = max(50, int(minutes * 60 / per_step))
-        # The probe's pace is a forecast: on a machine that gets busier the run stops at the budget anyway.
+        # The probe's pace is a forecast: room for twice the steps it predicts, so that the wall clock, not the
+        # step count, ends the run (and its schedule, which follows whichever is further along) on a machine that
+        # gets quieter as well as on one that gets busier.
+        steps = max(50, int(2 * minutes * 60 / per_step))
         budget = f"{minutes * 60:g}s"
     # The store was just rebuilt and the step count re-measured, so a previous demo's checkpoints (say, 1,732
     # steps on a faster machine) belong to another run: start the pretraining afresh instead of resuming them.
@@ -121,11 +130,13 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 20,
                          log_every=max(1, steps // 20), eval_every=max(1, steps // 4), save_every=steps,
                          resume="none", max_time=budget)
+    length = f"{steps} steps" + (f" or {minutes:g} minutes, whichever ends first (the learning-rate schedule follows "
+                                 "the one further along, so it is finished either way)" if budget else "")
     say(f"pretraining albert-tiny (E={model_config.embedding_size}, H={model_config.hidden_size}, "
-        f"{model_config.num_hidden_layers} layers, all-shared) for {steps} steps of "
+        f"{model_config.num_hidden_layers} layers, all-shared) for {length}: batches of "
         f"{cfg.batch_size} x {cfg.max_seq_length} tokens, {cfg.masked_lm_prob:.0%} masked")
     result = pretrain(cfg)
-    say("pretraining done")
+    say(f"pretraining done: {result.get('tokens', 0):,.0f} tokens in {result.get('step', steps)} steps")
     ckpt = out / "pretrain" / "final"  # the model at the last step (--steps, or where the time budget ran out)
     last = find_latest_checkpoint(out / "pretrain")
     # Scored with ALBERT's 15% masking whatever the training rate, so the figure compares across recipes.
@@ -133,11 +144,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     for objective in ("nsp", "sop"):  # the SOP pass last: its MLM figures are the ones reported
         result.update(evaluate_checkpoint(model, out / "store", objective, 64, batches=20, batch_size=32, seed=seed,
                                           cfg=protocol))
-    print("\nHeld-out evaluation, 15% masking (chance: SOP 50%; MLM 1/vocab, and ~5% for always guessing the "
-          "commonest piece):")
-    for key in ("eval_mlm_acc", "eval_mlm_loss", "eval_sop_acc", "eval_nsp_acc"):
-        if key in result:
-            print(f"  {key:14s} {result[key]:.4f}")
+    print("\n" + "\n".join(summary_lines(result, minutes if budget else None, threads)))
     print(f"\nFill-mask with {ckpt}:")
     for text, masks in zip(FILL_MASK_EXAMPLES, fill_mask(ckpt, FILL_MASK_EXAMPLES, top_k=5)):
         print(f"  {text}\n    -> " + format_predictions(masks[0], ".2f"))
@@ -145,3 +152,51 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
           f"litebert plot {out / 'pretrain'})")
     say("done")
     return {**result, "checkpoint": str(last), "final": str(ckpt)}
+
+
+def busy() -> bool:
+    """The last minute's load average is at least the number of cores (never true where it cannot be read)."""
+    try:
+        return os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return False
+
+
+# The result is called learned when the model's [MASK]-position accuracy is at least this many times the
+# always-the-commonest-piece baseline (below it the run has hardly left that answer: a collapse looks like this).
+LEARNED_FACTOR = 1.5
+
+
+def summary_lines(r: dict, minutes: float | None, threads: int | None = None) -> list[str]:
+    """The demo's held-out result in plain words: the fill-in figure at [MASK] positions beside what guessing
+    without a model scores there, then the official headline, then a verdict (and what to do when the machine
+    gave too little)."""
+    acc, common, bigram = r["eval_mlm_acc_mask"], r["eval_base_mask_commonest"], r["eval_base_mask_bigram"]
+    lines = [
+        f"Held-out fill-in ({r['eval_targets_mask']:,} words hidden behind [MASK] in text the model never saw; "
+        "ALBERT's 15% masking):",
+        f"  the model gets right                                       {acc:6.1%}",
+        f"  always guessing the commonest piece gets                   {common:6.1%}",
+        f"  guessing the piece that most often follows the one before  {bigram:6.1%}  (a bigram table of the "
+        "training text)",
+        f"Official masked_lm_accuracy {r['eval_mlm_acc']:.1%}: it also counts the 20% of targets left unchanged or "
+        f"randomly replaced in the input; copying the input (else the commonest piece) already scores "
+        f"{r['eval_base_copy_commonest']:.1%} on it. Sentence order (SOP): {r.get('eval_sop_acc', float('nan')):.1%}"
+        " (chance 50%).",
+    ]
+    tokens = r.get("tokens", 0.0)
+    if acc < LEARNED_FACTOR * common:
+        budget = f"{minutes:g} minutes" if minutes else "its steps"
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")  # not on Windows
+        lines.append(f"Verdict: too little training. The machine gave {tokens / 1e6:.2f}M tokens in {budget} "
+                     f"(load average {load:.1f} on {os.cpu_count()} cores), and at [MASK] the model is below "
+                     f"{LEARNED_FACTOR:g}x the commonest-piece guess: it has not yet learned much beyond word "
+                     f"frequencies. Give it more tokens: more time (--minutes {max(10, 2 * (minutes or 5)):g})"
+                     + (", or --threads 1 on a busy machine (threads that wait for each other are slower than one)"
+                        if threads != 1 else ", or a quieter machine (it trained with 1 thread)") + ".")
+    elif acc < bigram:
+        lines.append(f"Verdict: learning ({tokens / 1e6:.2f}M tokens): well above the commonest-piece guess, not yet "
+                     f"above the bigram table; more --minutes keep improving it.")
+    else:
+        lines.append(f"Verdict: learned ({tokens / 1e6:.2f}M tokens): above both guesses that need no model.")
+    return lines

@@ -30,18 +30,19 @@ from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, 
                              closed, option)
 from litebert.data.examples import Example, Examples
 from litebert.data.ner import align_predictions, encode_token_examples
-from litebert.data.race import encode_race, race_accuracy
 from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, label_names_for, pad_features, read_examples, split_path)
-from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, pick_device, resolve_precision
+from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, for_inference, pick_device, resolve_precision
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
                                  save_checkpoint, save_state)
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError, Terminated
 from litebert.faults import inject_fault
 from litebert.files import fsync_dir, holding_run_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
+from litebert.kinds import Kind
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
+from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.pretrained import model_files, read_model_state
@@ -49,6 +50,7 @@ from litebert.records import ModelRecord, identity_dict, read_record
 from litebert.rundir import resolve_model_dir
 from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
+from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
 
 @dataclass
@@ -112,6 +114,7 @@ class FinetuneConfig:
     max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)", check=POSITIVE)
     eval_batch_size: int = option(64, "examples per forward pass when scoring", check=POSITIVE)
     log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records", check=POSITIVE)
+    report_to: str | None = option(None, REPORT_TO_HELP)
     device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
     threads: int | None = option(None, "torch threads (default: torch's choice)", check=POSITIVE)
     # The pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
@@ -124,43 +127,10 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
+        parse_report_to(self.report_to)  # known trackers, their libraries installed: refused before any work
 
 
 # --------------------------------------------------------------------------------------------- task kinds
-
-
-class Kind:
-    """How one head family (a litebert.heads row names its Kind) turns examples into features and model outputs
-    into metrics/predictions."""
-    input_keys: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
-    label_names: list[str] | None = None  # the model's names for its labels (config.json), when scoring a model
-
-    def __init__(self, cfg: FinetuneConfig):
-        self.cfg = cfg
-
-    def num_labels(self, label_list) -> int:
-        return len(label_list)
-
-    def encode(self, examples, tokenizer, spec: TaskSpec, cfg: FinetuneConfig, label_list) -> list[dict]:
-        raise NotImplementedError
-
-    def targets(self, batch: dict) -> dict:
-        return {}
-
-    def collect(self, out, batch: dict) -> list:
-        """Per-feature outputs (numpy), in feature order."""
-        return list(out.logits.float().cpu().numpy())
-
-    def score(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict[str, float]:
-        raise NotImplementedError
-
-    def predictions(self, examples, features, outputs, spec: TaskSpec, label_list) -> list[dict]:
-        raise NotImplementedError
-
-    def collapse(self, examples, features, outputs, spec: TaskSpec, label_list) -> dict:
-        """{"collapse": what, ...its detail} when every prediction is the same degenerate answer (one class, a
-        constant, one tag, no answer, one option); {} otherwise. `collapse_warning` words it."""
-        return {}
 
 
 class SentenceKind(Kind):
@@ -279,29 +249,6 @@ class SpanKind(Kind):
         preds, null_odds = self._decode(examples, features, outputs, spec)
         return [{"id": ex.qid, "question": ex.question, "answer": preds[ex.qid], "null_odds": null_odds[ex.qid]}
                 for ex in examples]
-
-
-class ChoiceKind(Kind):
-    def num_labels(self, label_list) -> int:
-        return 1
-
-    def encode(self, examples, tokenizer, spec, cfg, label_list):
-        return encode_race(examples, tokenizer, cfg.max_seq_length)
-
-    def targets(self, batch):
-        return {"labels": batch["label"]} if "label" in batch else {}
-
-    def score(self, examples, features, outputs, spec, label_list):
-        return race_accuracy(examples, np.stack(outputs).argmax(-1))
-
-    def collapse(self, examples, features, outputs, spec, label_list):
-        picked = {int(np.argmax(o)) for o in outputs}
-        if len(outputs) > 1 and len(picked) == 1:
-            return {"collapse": "one option", "single_option": "ABCD"[picked.pop()]}
-        return {}
-
-    def predictions(self, examples, features, outputs, spec, label_list):
-        return [{"guid": ex.guid, "answer": "ABCD"[int(np.argmax(o))]} for ex, o in zip(examples, outputs)]
 
 
 def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:
@@ -536,14 +483,15 @@ def read_loop_state(ckpt: Path, model, optimizer, scheduler) -> dict:
     return state
 
 
-def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict) -> None:
-    """best/ as a whole: weights, tokenizer and eval_metrics.json are written into a temporary sibling and swapped
-    in, so a failed save (a full disk) leaves the previous best/ complete, never weights and metrics of different
-    steps or a best/ without its tokenizer."""
+def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict, training: Training) -> None:
+    """best/ as a whole: weights, tokenizer, model card and eval_metrics.json are written into a temporary sibling
+    and swapped in, so a failed save (a full disk) leaves the previous best/ complete, never weights and metrics of
+    different steps or a best/ without its tokenizer."""
     tmp = out_dir / f".best.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         model.save_pretrained(tmp, tokenizer=tokenizer)
+        write_model_card(tmp, training, location=out_dir / "best")  # the run's card, named for where it lands
         _write_json(tmp / "eval_metrics.json", eval_metrics)
         fsync_dir(tmp)
         aside = move_into_place(tmp, out_dir / "best")
@@ -613,6 +561,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         truncate_metrics(out_dir / "metrics.jsonl", step)
         say(f"resumed from {resume} at step {step}")
     log = (out_dir / "metrics.jsonl").open("a" if resume is not None else "w")
+    # --report-to: the records below also go to the trackers, with the run record (finetune.json) as parameters
+    trackers = Trackers(parse_report_to(cfg.report_to), out_dir, "finetune", dataclasses.asdict(cfg))
     bar = _progress(steps, cfg.log_every)
     t0 = time.perf_counter()
     with TermSignal() as term:  # SIGTERM: finish the step, save a checkpoint, stop
@@ -635,15 +585,16 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
             scheduler.step()
             step += 1
             if step % cfg.log_every == 0 or step == steps:
-                _write(log, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
-                             "grad_norm": grad_norm.item(), "epoch": epoch, "elapsed": time.perf_counter() - t0})
+                _write(log, trackers, {"step": step, "loss": loss.item() * accum, "lr": scheduler.get_last_lr()[0],
+                                       "grad_norm": grad_norm.item(), "epoch": epoch,
+                                       "elapsed": time.perf_counter() - t0})
             bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
             if step % eval_every == 0 or step == steps:
                 outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
                 metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
                 score = metrics[spec.main_metric]
                 collapsed = kind.collapse(dev, dev_feats, outputs, spec, label_list)
-                _write(log, {"step": step, "split": dev_split, **metrics, **collapsed})
+                _write(log, trackers, {"step": step, "split": dev_split, **metrics, **collapsed})
                 say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
                                                            if isinstance(v, float))
                     + f" elapsed={format_seconds(time.perf_counter() - t0)}")
@@ -651,7 +602,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                     say(collapse_warning(collapsed, dev_split, step))
                 if score > best["score"]:
                     best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
-                    save_best(model, tokenizer, out_dir, {"step": step, "split": dev_split, **metrics, **collapsed})
+                    save_best(model, tokenizer, out_dir, {"step": step, "split": dev_split, **metrics, **collapsed},
+                              training_record(cfg, spec, len(train), len(dev), step, metrics, collapsed))
                 else:
                     stale += 1
                     if cfg.patience and stale >= cfg.patience:
@@ -666,6 +618,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                 raise Terminated(f"SIGTERM: stopped after step {step} and saved checkpoint-{step} in {out_dir}; "
                                  "run the same command again to resume")
     log.close()
+    trackers.finish({"best/step": best.get("step"), **{f"best/{k}": v for k, v in best.get("metrics", {}).items()}},
+                    step)
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
               "dev_examples": len(dev), "start_health": health}
@@ -674,6 +628,17 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
         result["warnings"] = [collapse_warning(best["collapsed"], dev_split, best["step"])]
     _write_json(out_dir / "result.json", result)
     return result
+
+
+def training_record(cfg: FinetuneConfig, spec: TaskSpec, train_examples: int, dev_examples: int, step: int,
+                    metrics: dict[str, float], collapsed: dict) -> Training:
+    """What the model card of best/ says: the run's settings and the dev figures of the step it holds."""
+    recipe = {k: getattr(cfg, k) for k in ("lr", "batch_size", "epochs", "steps", "warmup_ratio", "warmup_steps",
+                                           "optimizer", "weight_decay", "max_seq_length", "precision", "seed")}
+    dev = Result(spec.eval_splits[0], spec.name, step, metrics, examples=dev_examples)
+    warnings = [collapse_warning(collapsed, dev.split, step)] if collapsed else []
+    return Training("finetune", cfg.model, cfg.data, step, recipe, [dev], task=spec.name, examples=train_examples,
+                    warnings=warnings)
 
 
 def run_record(model_dir: str | Path) -> dict:
@@ -762,7 +727,8 @@ def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | No
     check_labelled(examples, spec, split)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
     precision = resolve_precision(precision, device)
-    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size, precision, device)
+    outputs = run_model(for_inference(model, precision, device), kind, feats, tokenizer.pad_id, batch_size, "fp32",
+                        device)  # weights already in `precision`: no autocast on top
     collapsed = kind.collapse(examples, feats, outputs, spec, label_list)
     if collapsed:
         print(collapse_warning(collapsed, split), file=sys.stderr)
@@ -815,7 +781,8 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
         examples = read_examples(spec, input_path, "test", label_list=label_list)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
     precision = resolve_precision(precision, device)
-    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size, precision, device)
+    outputs = run_model(for_inference(model, precision, device), kind, feats, tokenizer.pad_id, batch_size, "fp32",
+                        device)  # weights already in `precision`: no autocast on top
     rows = kind.predictions(examples, feats, outputs, spec, label_list)
     for row in rows:  # every answer says which precision gave it, and whether the model was run off its task
         row["precision"] = precision
@@ -891,10 +858,12 @@ def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int,
             f"steps, max_seq_length {cfg.max_seq_length}, {precision}")
 
 
-def _write(f, record: dict) -> None:
+def _write(f, trackers: Trackers, record: dict) -> None:
+    """One metrics record: a line of metrics.jsonl, and the same figures to the --report-to trackers."""
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
     f.write(json.dumps(clean) + "\n")
     f.flush()
+    trackers.log(record)
 
 
 def _write_json(path: Path, obj: dict) -> None:

@@ -10,9 +10,10 @@ outputs an ONNX export of it returns (transformers' names), its label rule, its 
 They are named as "module:Class" and imported on use, so this module (read by the torch-free ONNX path) imports
 neither torch nor the code of any head.
 
-Adding a head family: its model class (model.py), its row here, and the `kind` / `pipeline` classes the row names.
-Everything else (records, fine-tuning, evaluate/predict, pipeline, serve, export-onnx, the CLI choices) reads the
-row.
+Adding a head family: its model class (model.py), its row here, and one module in litebert/families/ holding the
+`kind` and `pipeline` classes the row names (families/choice.py is the pattern: training, scoring, inference and
+its serve request item). Everything else (records, fine-tuning, evaluate/predict, pipeline, serve, export-onnx, the
+CLI choices) reads the row. The older families' code still sits in finetune.py and pipelines.py.
 
     family("squad1.1")  -> no: that is a task; get_task("squad1.1").head == "span"
     family("span") is family("question-answering") is family("qa") is family("AlbertForQuestionAnswering")
@@ -97,8 +98,8 @@ FAMILIES: tuple[HeadFamily, ...] = (
                {"start_logits": ("batch", "sequence"), "end_logits": ("batch", "sequence")}, "span",
                f"{_FT}:SpanKind", f"{_PL}:QuestionAnswering", default_max_length=384),
     HeadFamily("choice", "AlbertForMultipleChoice", "multiple-choice", "multiple-choice",
-               {"logits": ("batch", "choice")}, "option", f"{_FT}:ChoiceKind", f"{_PL}:MultipleChoice",
-               choice_axis=True),
+               {"logits": ("batch", "choice")}, "option", "litebert.families.choice:ChoiceKind",
+               "litebert.families.choice:MultipleChoice", choice_axis=True),
     HeadFamily("mlm", "AlbertForMaskedLM", "fill-mask", "masked-lm", {"logits": ("batch", "sequence", None)},
                "token", None, f"{_PL}:FillMask", attrs={"logits": "mlm_logits"}, saved_as=("AlbertForPreTraining",)),
     HeadFamily("pretraining", "AlbertForPreTraining", "fill-mask", "pretraining",

@@ -4,6 +4,8 @@
   decoupled weight decay folded into the update, then the layer-wise trust ratio ||w|| / ||update||.
 - `build_optimizer`: two parameter groups (decayed + adapted, and excluded) for LAMB or AdamW.
 - `warmup_poly_decay` / `make_scheduler`: official `optimization.create_optimizer` schedule.
+- `BudgetSchedule`: the same shape over the fraction of a budget used (tokens or wall clock), so a run that stops
+  at its budget has finished its warm-up and decay.
 
 Gradient clipping is `torch.nn.utils.clip_grad_norm_(params, 1.0)` (global norm, as official); nothing to add.
 """
@@ -194,3 +196,52 @@ def make_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_st
     factor = functools.partial(warmup_poly_decay, warmup_steps=warmup_steps, total_steps=total_steps,
                                peak_lr=1.0, power=power)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def budget_factor(progress: float, warmup_fraction: float, power: float = 1.0) -> float:
+    """`warmup_poly_decay`'s factor (peak 1, end 0) at `progress`, the fraction of the run done in [0, 1]:
+    warmup_poly_decay(step, warmup_steps=w, total_steps=n) == budget_factor(step / n, w / n)."""
+    progress = min(max(progress, 0.0), 1.0)
+    if progress < warmup_fraction:
+        return progress / warmup_fraction
+    return (1.0 - progress) ** power
+
+
+class BudgetSchedule:
+    """Warm-up and polynomial decay that follow the fraction of a budget used instead of the step count.
+
+    A run bounded by tokens or wall clock does not know its step count in advance; `step(progress)` (the
+    training loop calls it once a step's tokens and time are known) sets every group's lr to its base lr x
+    `budget_factor(progress)`, so the lr reaches the schedule's end (0) when the budget is spent. A bare
+    `step()` (what the shared training step calls after each update for a step-counted schedule) leaves the lr
+    as it is. `state_dict()` holds the progress and the base lrs: a resume sets the same lr.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, warmup_fraction: float, power: float = 1.0):
+        if not 0.0 <= warmup_fraction <= 1.0:
+            raise ConfigError(f"warmup_fraction: must be in [0, 1], got {warmup_fraction}")
+        _check_schedule(0, 1, power)
+        self.optimizer, self.warmup_fraction, self.power = optimizer, warmup_fraction, power
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self.progress = 0.0
+        self._apply()
+
+    def _apply(self) -> None:
+        factor = budget_factor(self.progress, self.warmup_fraction, self.power)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base * factor
+
+    def step(self, progress: float | None = None) -> None:
+        if progress is not None:
+            self.progress = min(max(float(progress), 0.0), 1.0)
+            self._apply()
+
+    def get_last_lr(self) -> list[float]:
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"progress": self.progress, "base_lrs": list(self.base_lrs)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.progress, self.base_lrs = float(state["progress"]), [float(x) for x in state["base_lrs"]]
+        self._apply()

@@ -13,7 +13,8 @@ Tasks and their inputs (one item, or a list of items -> a list of results):
   windows; SQuAD v2 heads may answer "" (no answer).
 - multiple-choice: {"context", "question", "options": [...]}.
 - fill-mask: str with one or more "[MASK]".
-- embeddings: str; pooling "mean" (over real tokens) or "cls", optional L2 normalisation.
+- embeddings: str; pooling "mean" (over real tokens) or "cls", optional L2 normalisation;
+  `emb.similarity(a, b)`: their cosine similarity.
 
 What the model is (task, head, labels, max length, doc stride) comes from the directory's records
 (`litebert.records`). Features come from the fine-tuning code (data/tasks.py, squad.py, ner.py, race.py), so
@@ -130,7 +131,9 @@ class TorchRunner:
         if fresh:
             raise LitebertError(f"{weights_dir}: has no trained weights for {', '.join(fresh)}, which {task} "
                                 f"needs; use a directory fine-tuned for {task}")
-        return cls(model.to(torch.bfloat16 if backend == "bf16" else torch.float32), mlm=task == "fill-mask")
+        from litebert.device import for_inference
+
+        return cls(for_inference(model, backend), mlm=task == "fill-mask")
 
     def encoder(self) -> TorchRunner:
         """A runner over this model's encoder alone (embeddings), sharing its weights."""
@@ -458,38 +461,6 @@ class QuestionAnswering(Pipeline):
                 for a in (answers[ex.qid] for ex in self._examples)]
 
 
-class MultipleChoice(Pipeline):
-    task = "multiple-choice"
-    request = ("ChoiceItem", "NoParams")
-    warmup = {"context": "warm up", "question": "what?", "options": ["a", "b"]}
-    from_request = classmethod(lambda cls, item: item)
-
-    def check(self, item, index):
-        item = _need_dict(item, ("context", "question", "options"), index)
-        options = item["options"]
-        if not isinstance(options, list) or len(options) < 2:
-            raise ConfigError(f"input {index}: 'options' should be a list of at least 2 strings")
-        return (_need_text(item["context"], "context", index), _need_text(item["question"], "question", index),
-                [_need_text(o, f"options[{k}]", index) for k, o in enumerate(options)])
-
-    def features(self, items):
-        from litebert.data.race import RaceExample, encode_race
-
-        examples = [RaceExample(str(i), c, q, opts, None, "") for i, (c, q, opts) in enumerate(items)]
-        return encode_race(examples, self.tokenizer, self.record.max_seq_length)
-
-    def group_key(self, feat, length):
-        return len(feat["input_ids"]), length  # choices in one batch must be equal in number
-
-    def decode(self, items, feats, outputs):
-        results = []
-        for (_, _, options), o in zip(items, outputs):
-            probs = _softmax(o["logits"])
-            best = int(probs.argmax())
-            results.append({"answer": best, "option": options[best], "scores": probs.tolist()})
-        return results
-
-
 class FillMask(Pipeline):
     """Per text, per [MASK] in it: the top_k tokens with their probabilities."""
 
@@ -559,4 +530,16 @@ class Embeddings(Pipeline):
 
     def decode(self, items, feats, outputs, pooling: str = "mean", normalize: bool = False):
         return [v.tolist() for v in outputs]
+
+    def similarity(self, a, b, pooling: str = "mean"):
+        """Cosine similarity of texts' embeddings: a float for two texts, a list for a text and a list of texts,
+        a len(a) x len(b) list of lists for two lists. Unit vectors (normalize=True) make it a dot product."""
+        first, second = ([x] if not isinstance(x, list) else x for x in (a, b))
+        vectors = np.asarray(self(first + second, pooling=pooling, normalize=True))  # [len(a) + len(b), H]
+        sims = vectors[:len(first)] @ vectors[len(first):].T  # [len(a), len(b)]
+        if not isinstance(b, list):
+            sims = sims[:, 0]  # [len(a)]
+        if not isinstance(a, list):
+            sims = sims[0]  # [len(b)], or a scalar
+        return sims.tolist()
 

@@ -16,12 +16,17 @@ from litebert.rundir import resolve_run_dir
 PRETRAIN_PANELS = [
     ("loss", ["loss", "mlm_loss", "sop_loss", "eval_mlm_loss"]),
     ("accuracy", ["mlm_acc", "sop_acc", "eval_mlm_acc", "eval_sop_acc", "eval_nsp_acc"]),
+    # litebert.mlm_scores: the fill-in figure at [MASK] positions beside the guesses that need no model
+    ("held-out MLM at [MASK] positions", ["eval_mlm_acc_mask", "eval_base_mask_commonest", "eval_base_mask_bigram",
+                                          "eval_mlm_acc", "eval_base_copy_commonest"]),
     ("learning rate", ["lr"]),
     ("throughput (tokens/s)", ["tokens_per_s"]),
     ("representation health", ["health_spread"]),
 ]
 LABELS = {"eval_mlm_loss": "held-out mlm_loss", "eval_mlm_acc": "held-out mlm_acc",
-          "eval_sop_acc": "held-out sop_acc", "eval_nsp_acc": "held-out nsp_acc"}
+          "eval_sop_acc": "held-out sop_acc", "eval_nsp_acc": "held-out nsp_acc",
+          "eval_mlm_acc_mask": "model at [MASK]", "eval_base_mask_commonest": "commonest piece at [MASK]",
+          "eval_base_mask_bigram": "bigram table at [MASK]", "eval_base_copy_commonest": "copy-else-commonest (all)"}
 NOT_SCORES = {"step", "split", "examples", "truncated_words", "single_class_prediction"}
 
 

@@ -38,7 +38,8 @@ from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_inco
                                  load_state, read_verified, save_checkpoint, save_state)
 from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, PRESETS, RETIRED_FIELDS,
                              AlbertConfig, at_least, check_options, closed, open_open, option)
-from litebert.data.pretraining import BatchStream, PretrainingDataset, collate_pretraining, parse_phases
+from litebert.data.pretraining import (BatchStream, PretrainingDataset, collate_pretraining, parse_mask_replace,
+                                      parse_phases)
 from litebert.data.store import TokenStore
 from litebert.device import (AUTO_PRECISION_HELP, PRECISIONS, autocast, check_device, first_line, is_out_of_memory,
                              measure_peak_flops, resolve_precision, synchronize)
@@ -49,13 +50,16 @@ from litebert.files import atomic_write, check_output, lock_dir, read_json
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.hub_cache import resolve_model_path
 from litebert.memory import check_training_memory
+from litebert.mlm_scores import MlmTally, piece_table, summary_line
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
-from litebert.optim import build_optimizer, make_scheduler
+from litebert.model_card import Result, Training, write_model_card
+from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
 from litebert.runlife import TermSignal, truncate_metrics
 from litebert.tokenizer import load_tokenizer
+from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
 
 @dataclass
@@ -81,6 +85,9 @@ class PretrainConfig:
                                           "(the official code)", choices=("chunk", "document"))
     mask_unit: str = option("word", "mask n-grams of whole words (the store's word boundaries) or of single tokens",
                                     choices=("word", "token"))
+    mask_replace: str = option("80/10/10", "what a chosen position becomes, in percent: [MASK]/kept/random "
+                                           "(ALBERT's 80/10/10; 100/0/0 always shows [MASK]). Held-out MLM is "
+                                           "always scored with 80/10/10")
     phases: str | None = option(None, "sequence-length schedule, e.g. 0.9:128,0.1:512 (default: all steps at "
                                       "--max-seq-length)")
     # optimisation
@@ -89,7 +96,8 @@ class PretrainConfig:
                                    check=POSITIVE)
     steps: int = option(1000, "optimizer steps", check=POSITIVE)
     warmup_steps: int | None = option(None, "linear warmup steps (default: 2.5% of --steps, the paper's 3,125 of "
-                                            "125k)", check=NON_NEGATIVE)
+                                            "125k); under --max-time/--max-tokens the same share of the budget",
+                                      check=NON_NEGATIVE)
     lr: float = option(0.00176, "peak learning rate (the paper's 0.00176, at batch 4096)", check=LEARNING_RATE)
     optimizer: str = option("lamb", "lamb (the paper's), adamw, or adamw_official (the BERT code's AdamW)",
                                     choices=("lamb", "adamw", "adamw_official"))
@@ -122,12 +130,17 @@ class PretrainConfig:
     nan_policy: str = option("error", "on a non-finite loss or gradient: error (stop) or skip the step (within "
                                       "--nan-budget)", choices=("error", "skip"))
     nan_budget: int = option(10, "skipped steps allowed under --nan-policy skip before stopping", check=NON_NEGATIVE)
-    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra)")
+    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra; the same as "
+                                      "--report-to tensorboard)")
+    report_to: str | None = option(None, REPORT_TO_HELP)
     # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
-    max_time: str | float | None = option(None, "stop cleanly after this much wall-clock time, saving a checkpoint: "
-                                                "seconds or 30m, 2h, 1h30m (default: no limit)")
-    max_tokens: int | None = option(None, "stop cleanly after this many training tokens, saving a checkpoint "
-                                          "(default: no limit)", check=POSITIVE)
+    max_time: str | float | None = option(None, "stop cleanly after this much wall-clock time over all sessions, "
+                                                "saving a checkpoint: seconds or 30m, 2h, 1h30m; warm-up and decay "
+                                                "then follow the share of it used, so the run ends annealed (default: "
+                                                "no limit)")
+    max_tokens: int | None = option(None, "stop cleanly after this many training tokens, saving a checkpoint; "
+                                          "warm-up and decay then follow the share of it used (default: no limit)",
+                                    check=POSITIVE)
     health: bool = option(True, "log the representation-health figure (litebert.health) at every log step, and warn "
                                 "on a collapse (default: on)")
 
@@ -145,12 +158,20 @@ class PretrainConfig:
         if self.device is not None:
             check_device(self.device)
         self.length_phases  # parses --phases (once) and checks it
+        self.trackers  # checks --report-to
         self.max_seconds  # validates
+        parse_mask_replace(self.mask_replace, "--mask-replace ")
 
     @functools.cached_property
     def length_phases(self) -> list[tuple[float, int]]:
         """--phases as (fraction of the steps, sequence length) pairs; [(1.0, max_seq_length)] without it."""
         return parse_phases(self.phases, self.max_seq_length)
+
+    @property
+    def trackers(self) -> tuple[str, ...]:
+        """--report-to, with the older --tensorboard switch folded in."""
+        names = parse_report_to(self.report_to)
+        return names + ("tensorboard",) if self.tensorboard and "tensorboard" not in names else names
 
     @functools.cached_property
     def max_seconds(self) -> float | None:  # read on every step's budget check: parsed once
@@ -159,6 +180,21 @@ class PretrainConfig:
     @property
     def warmup(self) -> int:
         return self.warmup_steps if self.warmup_steps is not None else round(0.025 * self.steps)
+
+    @property
+    def budgeted(self) -> bool:
+        """A --max-time or --max-tokens budget bounds the run: the schedule follows the budget's fraction used."""
+        return self.max_seconds is not None or self.max_tokens is not None
+
+    def schedule_line(self, follows_budget: bool) -> str:
+        """What drives the learning-rate schedule, for the start line."""
+        shape = f"warm-up {self.warmup / self.steps:.1%}, then decay to 0 (power {self.poly_power:g})"
+        if not follows_budget:
+            return f"schedule: {shape} over --steps {self.steps}"
+        clocks = ([f"wall clock (--max-time {self.max_time})"] if self.max_seconds is not None else []) + \
+                 ([f"tokens (--max-tokens {self.max_tokens:,})"] if self.max_tokens is not None else [])
+        return (f"schedule: {shape} over the budget's fraction used: {' and '.join(clocks)}, or --steps "
+                f"{self.steps} if that ends first (whichever is furthest along drives it)")
 
 
 def parse_duration(text: str | float, flag: str) -> float:
@@ -197,6 +233,9 @@ class Run:
     nan_skipped: int = 0
     peak_flops: float = float("nan")
     tokens: float = 0.0  # training tokens so far, over all ranks and resumes (--max-tokens)
+    schedule: str = "steps"  # what the lr schedule follows: "steps", or "budget" (BudgetSchedule)
+    clock_before: float = 0.0  # budget schedule: --max-time seconds spent by earlier sessions (from the checkpoint)
+    elapsed: float = 0.0  # --max-time seconds spent so far, this session included (rank 0's clock)
     resumed_from: Path | None = None
     tokenizer: Any = None  # loaded from tokenizer_dir at the first save (run_tokenizer)
 
@@ -277,7 +316,7 @@ def train_dataset(cfg: PretrainConfig, store, max_seq_length: int) -> Pretrainin
         store, split="train", max_seq_length=max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
         masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram,
         objective=cfg.objective, seed=cfg.seed, single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence],
-        short_seq_draw=cfg.short_seq_draw, mask_unit=cfg.mask_unit)
+        short_seq_draw=cfg.short_seq_draw, mask_unit=cfg.mask_unit, mask_replace=cfg.mask_replace)
 
 
 def setup(cfg: PretrainConfig) -> Run:
@@ -315,7 +354,10 @@ def setup(cfg: PretrainConfig) -> Run:
     untrained = ("albert.pooler.", "sop.") if cfg.objective == "none" else ()
     optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay, untrained=untrained,
                                 no_decay_lr_scale=cfg.no_decay_lr_scale)
-    scheduler = make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power)
+    # A budgeted run does not know its step count: its schedule follows the budget's fraction used
+    # (budget_progress), so a run that stops at its budget has finished warm-up and decay.
+    scheduler = (BudgetSchedule(optimizer, cfg.warmup / cfg.steps, cfg.poly_power) if cfg.budgeted
+                 else make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power))
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
     run_dir = Path(cfg.out)
@@ -324,7 +366,7 @@ def setup(cfg: PretrainConfig) -> Run:
     stream = BatchStream(functools.partial(train_dataset, cfg, store), cfg.length_phases, cfg.steps,
                          cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed, num_workers=cfg.num_workers)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
-              tokenizer_dir, accum)
+              tokenizer_dir, accum, schedule=schedule_kind(cfg))
     resume_from(run)
     if d.main:
         check_run_dir_matches(run)
@@ -372,8 +414,9 @@ def check_run_dir_matches(run: Run) -> None:
 # and its schedule come back from the optimizer state) or would splice two recipes into one run (masking, data order,
 # lengths). --steps, budgets, logging, saving, workers, threads, --micro-batch-size and the world size may change.
 RECIPE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "ngram", "objective",
-                 "single_sentence", "short_seq_draw", "mask_unit", "phases", "batch_size", "warmup_steps", "lr",
-                 "weight_decay", "poly_power", "no_decay_lr_scale", "max_grad_norm", "dropout", "seed")
+                 "single_sentence", "short_seq_draw", "mask_unit", "mask_replace", "phases", "batch_size",
+                 "warmup_steps", "lr", "weight_decay", "poly_power", "no_decay_lr_scale", "max_grad_norm", "dropout",
+                 "seed")
 
 
 def changed_recipe(saved: dict, now: dict) -> list[str]:
@@ -452,6 +495,21 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
         # The loop would not run and the "result" would be a longer run's model, silently.
         raise TrainingError(f"{ckpt}: saved at step {saved_step}, past this run's --steps {cfg.steps}; "
                             f"pass --steps {saved_step} or more to continue it, or use another --out")
+    saved_schedule = state.get("schedule", "steps")
+    if saved_schedule == "budget" and not cfg.budgeted:
+        raise TrainingError(f"{state_file}: saved by a run whose lr schedule follows its --max-time/--max-tokens "
+                            "budget; resume it with its budget flags (a larger budget to go on), or continue from "
+                            "its weights in a new --out")
+    if saved_schedule == "steps" and cfg.budgeted:
+        # A run started without a budget keeps its step schedule; the budget only stops this session (as a
+        # scheduler's wall-time limit does), and its clock starts at this session's start.
+        run.schedule = "steps"
+        for group, base in zip(run.optimizer.param_groups, run.scheduler.base_lrs):
+            group["lr"] = base  # the budget schedule set them to its lr at 0; the step schedule starts from these
+        run.scheduler = make_scheduler(run.optimizer, cfg.warmup, cfg.steps, cfg.poly_power)
+        if d.main:
+            print(f"litebert pretrain: {ckpt.name} was saved by a run without a budget: it keeps its schedule over "
+                  "--steps; --max-time/--max-tokens only stop it", file=sys.stderr)
     saved_optimizer = state.get("optimizer_name", cfg.optimizer)
     if saved_optimizer != cfg.optimizer:
         raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
@@ -467,6 +525,8 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
                               f"with the --optimizer and model it was saved with, or use a new --out") from None
     run.step, run.nan_skipped = saved_step, int(state["nan_skipped"])
     run.tokens = float(state.get("tokens", 0.0))
+    if run.schedule == "budget":
+        run.clock_before = run.elapsed = float(state.get("budget_elapsed", 0.0))
     saved_micro = int(state.get("micro_batch_size", cfg.micro_batch_size))
     if run.stream.load_state_dict(state["data"], saved_micro, int(state["world_size"])):
         torch.set_rng_state(state["rng"][d.rank])
@@ -490,7 +550,8 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     """Forward/backward over the micro-batches of one global batch, then one optimizer update (or a skip)."""
     d, device, model = run.d, run.device, run.model
     model.train()
-    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in batches]
+    # masked_kinds (what the 80/10/10 rule did per target) is for held-out scores only: it stays on the host.
+    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items() if k != "masked_kinds"} for b in batches]
     # Global counts first: every micro-batch's loss is divided by the whole global batch's numbers.
     counts = torch.tensor([sum(b["masked_weights"].sum().item() for b in batches),
                            sum((b["sop_labels"] != -100).sum().item() for b in batches)], dtype=torch.float64)
@@ -585,7 +646,11 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
                         batches: int = 20, batch_size: int = 32, precision: str = "fp32", seed: int = 0,
                         cfg: PretrainConfig | None = None) -> dict[str, float]:
     """Held-out MLM and pair accuracy with fixed masks (epoch 0): `objective` "sop" scores the head on
-    in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation)."""
+    in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation).
+
+    eval_mlm_acc is the official masked_lm_accuracy over every target (kept for comparability); beside it the
+    accuracy at [MASK], kept and random-replaced targets and the model-free baselines on the same targets
+    (litebert.mlm_scores: eval_mlm_acc_mask, eval_base_copy_commonest, ...)."""
     store = store if not isinstance(store, (str, Path)) else TokenStore.open(store)
     device = next(model.parameters()).device
     precision = resolve_precision(precision, device)
@@ -600,22 +665,26 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
     dataset.set_epoch(0)
     n = min(len(dataset), batches * batch_size)
     totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
+    tally = MlmTally(piece_table(store), store.token_id("mask"))
     for start in range(0, n, batch_size):
         # built together, as training builds them (one store read and one masking pass per batch)
-        b = collate_pretraining(dataset.examples(np.arange(start, min(n, start + batch_size)), epoch=0),
-                                pad_to=max_seq_length, pad_id=store.token_id("pad"))
-        b = {k: v.to(device) for k, v in b.items()}
+        host = collate_pretraining(dataset.examples(np.arange(start, min(n, start + batch_size)), epoch=0),
+                                   pad_to=max_seq_length, pad_id=store.token_id("pad"))
+        b = {k: v.to(device) for k, v in host.items()}
         with autocast(precision, device):
             out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"],
                         masked_positions=b["masked_positions"])
         w = b["masked_weights"]
-        totals += torch.tensor([masked_lm_loss(out.mlm_logits, b["masked_ids"], w, denominator=1.0).item(),
+        per_target = F.cross_entropy(out.mlm_logits.flatten(0, -2).float(), b["masked_ids"].flatten(),
+                                     reduction="none").view(w.shape)  # [B, P]
+        totals += torch.tensor([(per_target * w).sum().item(),
                                 ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().item(),
                                 w.sum().item(), (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().item()],
                                dtype=torch.float64)
+        tally.add(host, out.mlm_logits, per_target)
     masked = max(totals[2].item(), 1.0)
     return {"eval_mlm_loss": totals[0].item() / masked, "eval_mlm_acc": totals[1].item() / masked,
-            f"eval_{objective}_acc": totals[3].item() / max(n, 1), "eval_examples": n}
+            **tally.result(), f"eval_{objective}_acc": totals[3].item() / max(n, 1), "eval_examples": n}
 
 
 def save(run: Run) -> Path | None:
@@ -631,7 +700,8 @@ def save(run: Run) -> Path | None:
         state = {"step": run.step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
                  "scaler": run.scaler.state_dict(), "data": run.stream.state_dict(), "rng": rng,
                  "world_size": d.world, "micro_batch_size": run.cfg.micro_batch_size,
-                 "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped, "tokens": run.tokens}
+                 "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped, "tokens": run.tokens,
+                 "schedule": run.schedule, "budget_elapsed": run.elapsed if run.schedule == "budget" else 0.0}
         writers = {**model_files(run.raw_model), **run_tokenizer(run).files()}
         writers["trainer_state.pt"] = lambda p: save_state(p, state)
         writers = with_file_faults(writers, run.step)
@@ -664,14 +734,10 @@ class MetricsLog:
     def __init__(self, run: Run):
         self.path = Path(run.cfg.out) / "metrics.jsonl"
         self.main = run.d.main
-        self.tb = None
-        if self.main and run.cfg.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(Path(run.cfg.out) / "tb"))
-            except ImportError:
-                raise ConfigError("--tensorboard needs the [tb] extra: pip install 'litebert[tb]'") from None
+        # --report-to: every record also goes to the trackers, with the run record (run.json) as their parameters
+        self.trackers = (Trackers(run.cfg.trackers, run.cfg.out, "pretrain",
+                                  read_json(Path(run.cfg.out) / "run.json", TrainingError, expect=dict))
+                         if self.main and run.cfg.trackers else None)
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.main:
@@ -683,10 +749,13 @@ class MetricsLog:
         except OSError as exc:  # a full disk, a vanished mount: say where, and that the checkpoints are safe
             raise TrainingError(f"{self.path}: cannot write the metrics log ({exc.strerror or exc}); "
                                 f"{last_checkpoint(self.path.parent)}; free space and resume") from exc
-        if self.tb is not None:
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k != "step" and v is not None:
-                    self.tb.add_scalar(k, v, record["step"])
+        if self.trackers is not None:
+            self.trackers.log(record)
+
+    def finish(self, result: dict[str, Any], step: int) -> None:
+        """The run's last figures to the trackers, as "final/NAME", and close them."""
+        if self.trackers is not None:
+            self.trackers.finish({f"final/{k}": v for k, v in result.items() if k not in ("step", "time")}, step)
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -759,6 +828,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
               f"{run.precision}, {d.world} rank(s) x {cfg.micro_batch_size} x {run.accum} accumulation = batch "
               f"{cfg.batch_size}, {cfg.steps} steps from step {run.step}, peak {run.peak_flops / 1e12:.2f} "
               "TFLOP/s (calibration GEMM)", file=sys.stderr)
+        print(cfg.schedule_line(run.schedule == "budget"), file=sys.stderr)
         for line in data_lines(cfg, run.stream.dataset()):
             print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
@@ -788,7 +858,9 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
         run.step += 1
         window_tokens += stats["tokens"]
         run.tokens += stats.pop("tokens")
-        stop, terminated = stop_signals(run, time.perf_counter() - started, term.received)
+        stop, terminated, run.elapsed = stop_signals(run, time.perf_counter() - started, term.received)
+        if run.schedule == "budget":  # the lr of the next step, from the fraction of the budget now used
+            run.scheduler.step(budget_progress(run))
         if run.step % cfg.log_every == 0 or run.step == cfg.steps or stop:
             elapsed = time.perf_counter() - window_start
             tps = window_tokens / elapsed
@@ -822,30 +894,55 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
     if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
         warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     # A rerun of a finished run trains nothing: its final evaluation is in the log already.
-    result = {**last, **log_eval(run, log if run.step > start_step else None)}
-    save_final(run)
+    result = {**last, "tokens": run.tokens, **log_eval(run, log if run.step > start_step else None)}
+    save_final(run, result)
+    log.finish(result, run.step)
     return result
 
 
-def stop_signals(run: Run, elapsed: float, sigterm: bool) -> tuple[str, bool]:
-    """(why the budget stops the run now, "" when it does not; whether any rank got SIGTERM), the same on every
-    rank. Under DDP both are agreed in one all-reduce per step: clocks differ between ranks, so rank 0's budget
-    decides, and a SIGTERM on any rank stops them all after the same step."""
+def schedule_kind(cfg: PretrainConfig) -> str:
+    """What the lr schedule follows, as checkpoints record it: "steps" or "budget"."""
+    return "budget" if cfg.budgeted else "steps"
+
+
+def budget_progress(run: Run) -> float:
+    """The fraction of the run done, for BudgetSchedule: the furthest along of the step count, the tokens
+    (--max-tokens) and the wall clock (--max-time, over every session: run.elapsed), capped at 1. Tokens and steps
+    come back exactly on resume, so a token-budget run resumes bit-exact; the wall clock does not repeat, so a
+    time-budget run's lrs depend on the machine's speed (its checkpoint records the seconds spent)."""
+    cfg = run.cfg
+    fractions = [run.step / cfg.steps]
+    if cfg.max_tokens is not None:
+        fractions.append(run.tokens / cfg.max_tokens)
+    if cfg.max_seconds is not None:
+        fractions.append(run.elapsed / cfg.max_seconds)
+    return min(1.0, max(fractions))
+
+
+def stop_signals(run: Run, session: float, sigterm: bool) -> tuple[str, bool, float]:
+    """(why the budget stops the run now, "" when it does not; whether any rank got SIGTERM; the --max-time
+    seconds spent, earlier sessions included), the same on every rank. Under DDP they are agreed in one all-reduce
+    per step: clocks differ between ranks, so rank 0's clock decides, and a SIGTERM on any rank stops them all
+    after the same step."""
     cfg, why = run.cfg, ""
+    elapsed = run.clock_before + session
     if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
         why = f"--max-time {cfg.max_time} reached"
     elif cfg.max_tokens is not None and run.tokens >= cfg.max_tokens:
         why = f"--max-tokens {cfg.max_tokens:,} reached ({run.tokens:,.0f} tokens)"
     if run.d.world == 1:
-        return why, sigterm
-    flags = torch.tensor([1.0 if why and run.d.main else 0.0, float(sigterm)])  # [rank 0's budget, any SIGTERM]
+        return why, sigterm, elapsed
+    # [rank 0's budget, any SIGTERM, rank 0's clock]
+    flags = torch.tensor([1.0 if why and run.d.main else 0.0, float(sigterm), elapsed if run.d.main else 0.0],
+                         dtype=torch.float64)
     run.d.all_reduce(flags, op=dist.ReduceOp.MAX)
-    budget, terminated = flags.tolist()
-    return ((why or "the budget was reached on rank 0") if budget > 0 else ""), terminated > 0
+    budget, terminated, elapsed = flags.tolist()
+    return ((why or "the budget was reached on rank 0") if budget > 0 else ""), terminated > 0, elapsed
 
 
-def save_final(run: Run) -> Path | None:
-    """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from."""
+def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
+    """OUT/final/: the model and its tokenizer at the end of the run, the directory to fine-tune from, and its
+    model card (with the held-out figures of `result`, the final evaluation)."""
     if not run.d.main:
         return None
 
@@ -856,8 +953,23 @@ def save_final(run: Run) -> Path | None:
     for name, write in run_tokenizer(run).files().items():
         atomic_write(final / name, write)
     (final / "step.txt").write_text(f"{run.step}\n")
+    write_model_card(final, training_record(run, result or {}))
     print(f"final model (step {run.step}) -> {final}", file=sys.stderr)
     return final
+
+
+def training_record(run: Run, result: dict[str, Any]) -> Training:
+    """What the model card says about this run: the held-out figures are the final evaluation's (eval_*)."""
+    cfg = run.cfg
+    recipe = {"objective": cfg.objective, "optimizer": cfg.optimizer, "lr": cfg.lr, "batch_size": cfg.batch_size,
+              "warmup_steps": cfg.warmup, "max_seq_length": cfg.max_seq_length, "phases": cfg.phases,
+              "masked_lm_prob": cfg.masked_lm_prob, "ngram": cfg.ngram, "mask_unit": cfg.mask_unit,
+              "weight_decay": cfg.weight_decay, "dropout": cfg.dropout, "precision": run.precision, "seed": cfg.seed}
+    random_init = cfg.model in PRESETS or Path(cfg.model).is_file()  # a preset or a config file, not weights
+    start = f"random initialisation ({cfg.model})" if random_init else f"the weights of `{cfg.model}`"
+    held_out = {k: v for k, v in result.items() if k.startswith("eval_") and k != "eval_examples"}
+    results = [Result("held-out", Path(cfg.data).name, run.step, held_out, result.get("eval_examples"))]
+    return Training("pretrain", start, cfg.data, run.step, recipe, results if held_out else [], tokens=int(run.tokens))
 
 
 def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
@@ -875,8 +987,8 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
     with tempfile.TemporaryDirectory(prefix="litebert-probe-") as tmp:
         out = Path(tmp) / "run"
         pretrain(dataclasses.replace(cfg, out=str(out), steps=steps, log_every=1, eval_every=0, eval_batches=1,
-                                     save_every=steps, keep=1, resume="none", tensorboard=False, max_time=None,
-                                     max_tokens=None, health=False))
+                                     save_every=steps, keep=1, resume="none", tensorboard=False, report_to=None,
+                                     max_time=None, max_tokens=None, health=False))
         stamps = [r["time"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                   if "loss" in r]
     return max(stamps[-1] - stamps[0], 1e-6) / (len(stamps) - 1)
@@ -892,7 +1004,10 @@ def log_eval(run: Run, log: MetricsLog | None) -> dict[str, float]:
             result.update({k: v for k, v in evaluate(run, "nsp").items() if k == "eval_nsp_acc"})
         if result and log is not None:
             log.write({"step": run.step, **result})
-            say("eval " + " ".join(f"{k}={v:.4f}" for k, v in result.items() if isinstance(v, float)))
+            # The [MASK]-position figure and its baselines first (litebert.mlm_scores); all of them are in the log.
+            pairs = " ".join(f"{k}={result[k]:.4f}" for k in ("eval_mlm_loss", "eval_sop_acc", "eval_nsp_acc")
+                             if isinstance(result.get(k), float))
+            say(f"eval {summary_line(result)}; {pairs}")
     run.d.barrier()
     return result
 

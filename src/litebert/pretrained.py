@@ -82,13 +82,17 @@ def model_files(model, format: str = "auto") -> dict[str, Callable[[Path], None]
 
 
 def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=None) -> None:
-    """Write a model directory; each file lands atomically (temp file, fsync, rename)."""
+    """Write a model directory; each file lands atomically (temp file, fsync, rename). Its README.md model card
+    describes the model; a training run rewrites it with how the weights were made (litebert.model_card)."""
+    from litebert.model_card import write_model_card
+
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     for name, write in model_files(model, format).items():
         atomic_write(path / name, write)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
+    write_model_card(path)
 
 
 def read_model_state(path: str | Path, weights: bytes | None = None

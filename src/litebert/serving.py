@@ -113,12 +113,6 @@ def request_models(task: str, max_items: int, max_chars: int):
         question: Text
         context: Text
 
-    class ChoiceItem(BaseModel):
-        model_config = strict
-        context: Text
-        question: Text
-        options: Annotated[list[Text], Field(min_length=2, max_length=16)]
-
     class NoParams(BaseModel):
         model_config = strict
 
@@ -137,8 +131,10 @@ def request_models(task: str, max_items: int, max_chars: int):
 
     from litebert.heads import for_pipeline
 
+    # A pipeline names its models here, or brings a function that builds its own (a family in one module).
     models = locals()
-    item, params = (models[name] for name in for_pipeline(task).pipeline_class().request)
+    item, params = (models[name] if isinstance(name, str) else name(Text, strict)
+                    for name in for_pipeline(task).pipeline_class().request)
 
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,

@@ -42,6 +42,20 @@ def write_pydoc_corpus(path: Path, max_documents: int | None = None) -> int:
     return len(docs)
 
 
+def tiny_setup(root: Path, vocab_size: int = 500, documents: int = STORE_DOCUMENTS) -> tuple[Path, Path, Path]:
+    """(store, tokenizer, model config) in `root`: a SentencePiece vocab and a token store of `documents` pydoc
+    documents, and the tiny model sized to that vocab: the `tiny` argument of config_args."""
+    from litebert.data.store import build_store
+    from litebert.tokenizer_train import train_sentencepiece
+
+    root.mkdir(parents=True, exist_ok=True)
+    write_pydoc_corpus(root / "corpus.txt", documents)
+    train_sentencepiece([root / "corpus.txt"], root / "tokenizer", vocab_size=vocab_size)
+    store = build_store([root / "corpus.txt"], root / "tokenizer", root / "store", validation_fraction=0.05)
+    (root / "model.json").write_text(json.dumps({**TINY_MODEL, "vocab_size": store.vocab_size}))
+    return root / "store", root / "tokenizer", root / "model.json"
+
+
 def config_args(tiny, out: Path, **overrides) -> dict:
     """PretrainConfig fields of the tiny setup; `tiny` is the tiny_data fixture (store, tokenizer, model)."""
     store, tokenizer, model = tiny

@@ -138,3 +138,25 @@ def test_resume_saved_at_the_end_of_an_epoch_starts_the_next_one(tiny_data, tmp_
     first = resumed.next(0)
     assert resumed.state == straight.state
     assert all(torch.equal(first[k], batches[-1][k]) for k in first)
+
+
+def test_a_token_budget_run_resumes_bitwise_exact(tiny_data, tmp_path):
+    """A --max-tokens run's schedule follows the tokens trained, which a checkpoint restores exactly: killed and
+    resumed, it has the lrs, losses and weights of the run straight through (512 tokens a step: the budget of
+    4,000 is reached at step 8)."""
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    budget = dict(steps=1000, max_tokens=4000, save_every=3)
+    done = run_litebert(pretrain_args(tiny_data, straight, **budget))
+    assert done.returncode == 0 and "stopping at step 8 of 1000" in done.stderr, done.stderr[-3000:]
+    args = pretrain_args(tiny_data, run, **budget)
+    proc = run_litebert(args, fault="kill:4")  # at the start of step 5: resumes from checkpoint-3
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    proc = run_litebert(args)
+    assert proc.returncode == 0 and f"resumed from {run / 'checkpoint-3'} at step 3" in proc.stderr, proc.stderr[-3000:]
+    for key in ("loss", "lr", "grad_norm"):
+        assert losses(run, key) == losses(straight, key)
+    assert losses(run, "lr")[0] == 0.0 and len(set(losses(run, "lr"))) == 8  # it did follow a schedule
+    assert_same_weights(run / "checkpoint-8", straight / "checkpoint-8")
+    ours = load_state(run / "checkpoint-8" / "trainer_state.pt")
+    assert ours["scheduler"] == load_state(straight / "checkpoint-8" / "trainer_state.pt")["scheduler"]
+    assert ours["scheduler"]["progress"] == 1.0

@@ -9,13 +9,14 @@ def register(sub) -> None:
                     "litebert demo --out runs/demo --minutes 5")
     p.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
     p.add_argument("--minutes", type=float, default=5.0,
-                   help="pretraining wall-clock budget: sets the steps, and stops the run there (default: 5)")
+                   help="pretraining wall-clock budget: the learning-rate schedule follows it and the run stops there, "
+                        "annealed, however busy the machine (default: 5)")
     p.add_argument("--steps", type=int, help="pretraining steps (default: as many as --minutes allows)")
     p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (default: 8000)")
     p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice, one per core); on a busy "
-                                                "machine 1 can be several times faster than threads that wait for "
-                                                "each other")
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice, one per core, or 1 when the "
+                                                "machine is already busy: load average >= cores); on a busy machine 1 "
+                                                "can be several times faster than threads that wait for each other")
     p.set_defaults(func=run)
 
 

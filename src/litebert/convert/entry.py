@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from litebert import heads
 from litebert.config import AlbertConfig
 from litebert.convert.hf_map import HF_REDUNDANT, choose_model_class, hf_to_ours, needs_projection, rows_for
 from litebert.convert.tf_map import TF_SOURCES, ConversionReport, load_tf_albert
@@ -30,7 +31,8 @@ from litebert.model import MODEL_CLASSES
 from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
 
 SOURCES = (*TF_SOURCES, "hf")
-HEADS = ("auto", "multiple-choice")
+CHOICE = heads.family("choice")  # the one head a TF checkpoint cannot tell apart by its shapes (run_race's [1, H])
+HEADS = ("auto", CHOICE.pipeline_task)
 REPORT_NAME = "conversion_report.txt"
 SPM_NAMES = ("spiece.model", "30k-clean.model")  # official SentencePiece models, in order of preference
 
@@ -87,7 +89,7 @@ def convert_checkpoint(
     else:
         hf_config, hf_state, report = load_tf_albert(src, source, allow_unused, config=config)
         tokenizer_candidates = [Path(p) for p in report.tokenizer_files]
-        if head == "multiple-choice":
+        if head == CHOICE.pipeline_task:
             _as_multiple_choice(hf_config, hf_state, report)
 
     tokenizer = pick_tokenizer(vocab, tokenizer_candidates, report)
@@ -108,8 +110,8 @@ def _as_multiple_choice(hf_config: dict, hf_state: dict, report: ConversionRepor
         found = "no output_weights" if weight is None else f"output_weights {list(weight.shape)}"
         raise ConversionError(f"{report.checkpoint}: --head multiple-choice needs the official run_race head, "
                               f"output_weights [1, H]; the checkpoint has {found}")
-    hf_config["architectures"] = ["AlbertForMultipleChoice"]
-    report.notes.append("output_weights [1, H] read as the official run_race head: AlbertForMultipleChoice")
+    hf_config["architectures"] = [CHOICE.model_class]
+    report.notes.append(f"output_weights [1, H] read as the official run_race head: {CHOICE.model_class}")
 
 
 # ---------------------------------------------------------------------------------------------------- HF directories
@@ -202,7 +204,7 @@ def build_model(hf_config: dict[str, Any], hf_state: dict[str, torch.Tensor], re
     name = choose_model_class(hf_state, hint)
     config = AlbertConfig.from_hf_dict(hf_config, source=report.config_file or "converted config")
     check_model_memory(config, report.config_file or "converted config")
-    if "classifier.weight" in hf_state and name != "AlbertForMultipleChoice":  # [num_labels, H]; choices: [1, H]
+    if "classifier.weight" in hf_state and name != CHOICE.model_class:  # [num_labels, H]; choices: [1, H]
         n = int(hf_state["classifier.weight"].shape[0])
         config = config if config.num_labels == n else config.replace(num_labels=n, label_names=None)
     if config.embedding_size == config.hidden_size:

@@ -298,12 +298,14 @@ class Masked:
     labels: np.ndarray  # [M] the original ids there
     example: np.ndarray  # [M] the sequence each masked position belongs to
     slot: np.ndarray  # [M] its rank among that sequence's masked positions
+    kinds: np.ndarray  # [M] int8 what the 80/10/10 rule did there (mlm_scores: MASKED 0, KEPT 1, RANDOM 2)
 
 
 def mask_batch(ids: np.ndarray, unit_starts: np.ndarray, maskable: np.ndarray, offsets: np.ndarray,
                budgets: np.ndarray, pvals: np.ndarray, mask_id: int, replacement_ids: np.ndarray,
-               keys: np.ndarray) -> Masked:
-    """N-gram whole-word masking of B sequences at once, then 80% [MASK] / 10% random non-special token / 10% kept.
+               keys: np.ndarray, replace: tuple[float, float] = (0.8, 0.1)) -> Masked:
+    """N-gram whole-word masking of B sequences at once, then 80% [MASK] / 10% kept / 10% random non-special token
+    (`replace`: the [MASK] and kept shares; the rest is random; (0.8, 0.1) is ALBERT's rule).
 
     ids, unit_starts, maskable: [T], the sequences concatenated; sequence b is [offsets[b], offsets[b + 1]) and
     starts and ends with a non-maskable token ([CLS] ... [SEP]). A masked span starts at a flagged token or at the
@@ -344,9 +346,25 @@ def mask_batch(ids: np.ndarray, unit_starts: np.ndarray, maskable: np.ndarray, o
     roll = draws.uniform(position_keys, _MASK_ROLL, slot)
     random_tokens = replacement_ids[draws.below(draws.uniform(position_keys, _MASK_TOKEN, slot),
                                                 len(replacement_ids))]
+    masked, kept = replace[0], replace[0] + replace[1]
+    kinds = np.where(roll < masked, 0, np.where(roll < kept, 1, 2)).astype(np.int8)  # [M] [MASK] / kept / random
     out = ids.copy()
-    out[positions] = np.where(roll < 0.8, mask_id, np.where(roll < 0.9, labels, random_tokens))
-    return Masked(out, positions, labels, example, slot)
+    out[positions] = np.where(roll < masked, mask_id, np.where(roll < kept, labels, random_tokens))
+    return Masked(out, positions, labels, example, slot, kinds)
+
+
+def parse_mask_replace(spec: str, name: str = "mask_replace=") -> tuple[float, float]:
+    """"80/10/10" ([MASK] / kept / random, in percent, summing to 100) -> the [MASK] and kept shares; `name`
+    prefixes the error (the CLI passes its flag)."""
+    parts = str(spec).split("/")
+    try:
+        shares = [float(p) for p in parts]
+    except ValueError:
+        shares = []
+    if len(shares) != 3 or min(shares) < 0 or abs(sum(shares) - 100) > 1e-6:
+        raise ConfigError(f"{name}{spec!r}: expected three percentages [MASK]/kept/random summing to 100, "
+                          "e.g. 80/10/10 (ALBERT) or 100/0/0")
+    return shares[0] / 100, shares[1] / 100
 
 
 def mask_sequence(ids: np.ndarray, word_starts: np.ndarray, maskable: np.ndarray, num_to_predict: int,
@@ -366,7 +384,8 @@ class PretrainingDataset(Dataset):
     """Map-style dataset of pretraining examples; example i of epoch e depends only on (seed, e, i).
 
     Each item is a dict of numpy arrays: input_ids, token_type_ids, attention_mask [L] (L <= max_seq_length,
-    unpadded), masked_positions, masked_ids, masked_weights [P = max_predictions_per_seq] (padded, weight 0), and
+    unpadded), masked_positions, masked_ids, masked_weights, masked_kinds [P = max_predictions_per_seq] (padded,
+    weight 0), and
     sop_label (0 in order / actual next, 1 swapped / random; -100 for objective "none"). len() is the number of
     chunks of the current epoch, which changes a little from epoch to epoch (targets are re-drawn): call
     set_epoch(e) before building the epoch's sampler. DataLoader workers get a copy of the dataset when an iterator
@@ -377,7 +396,7 @@ class PretrainingDataset(Dataset):
                  max_predictions_per_seq: int = 20, masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
                  ngram: int = 3, favor_shorter_ngram: bool = True, objective: str = "sop",
                  single_sentence: str = "random_document", seed: int = 0, epoch: int = 0,
-                 short_seq_draw: str = "chunk", mask_unit: str = "word"):
+                 short_seq_draw: str = "chunk", mask_unit: str = "word", mask_replace: str = "80/10/10"):
         if not isinstance(store, TokenStore):
             store = TokenStore.open(store)
         if objective not in OBJECTIVES:
@@ -405,6 +424,7 @@ class PretrainingDataset(Dataset):
         self.masked_lm_prob, self.short_seq_prob = masked_lm_prob, short_seq_prob
         self.objective, self.single_sentence = objective, single_sentence
         self.short_seq_draw, self.mask_unit = short_seq_draw, mask_unit
+        self.mask_replace = parse_mask_replace(mask_replace)
         self.seed, self.epoch = seed, int(epoch)
         self.pvals = ngram_probabilities(ngram, favor_shorter_ngram)
         self.cls_id, self.sep_id, self.mask_id, self.pad_id = (store.token_id(k) for k in ("cls", "sep", "mask", "pad"))
@@ -567,14 +587,16 @@ class PretrainingDataset(Dataset):
         budgets = np.minimum(self.max_predictions, np.maximum(1, np.rint(lengths * self.masked_lm_prob)))
         units = flags if self.mask_unit == "word" else np.ones(len(ids), bool)  # where a masked span may start
         m = mask_batch(ids, units, maskable, offsets, budgets.astype(np.int64), self.pvals, self.mask_id,
-                       self.replacement_ids, keys)
+                       self.replacement_ids, keys, self.mask_replace)
         positions = np.zeros((count, self.max_predictions), np.int64)  # [B, P]
         labels = np.zeros((count, self.max_predictions), np.int64)
         weights = np.zeros((count, self.max_predictions), np.float32)
+        kinds = np.zeros((count, self.max_predictions), np.int8)  # padding slots: 0, with weight 0
         positions[m.example, m.slot] = m.positions - offsets[m.example]
         labels[m.example, m.slot], weights[m.example, m.slot] = m.labels, 1.0
+        kinds[m.example, m.slot] = m.kinds
         return ExampleBatch(m.input_ids, (column >= 3).astype(np.int64), flags, offsets, positions, labels, weights,
-                            np.asarray(label, np.int64))
+                            np.asarray(label, np.int64), kinds)
 
 
 class ExampleBatch(Sequence):
@@ -582,14 +604,17 @@ class ExampleBatch(Sequence):
 
     batch[b] is example b's dict (views); collate() pads all of them into tensors at once. input_ids,
     token_type_ids, word_starts: [T], the B sequences concatenated, example b at [offsets[b], offsets[b + 1]);
-    masked_positions, masked_ids, masked_weights: [B, P]; sop_labels: [B].
+    masked_positions, masked_ids, masked_weights, masked_kinds: [B, P]; sop_labels: [B]. masked_kinds (int8) says
+    what the 80/10/10 rule did at each target (litebert.mlm_scores: [MASK] 0, kept 1, random 2), for the held-out
+    scores by kind; training never reads it.
     """
 
     def __init__(self, input_ids, token_type_ids, word_starts, offsets, masked_positions, masked_ids,
-                 masked_weights, sop_labels):
+                 masked_weights, sop_labels, masked_kinds):
         self.input_ids, self.token_type_ids, self.word_starts = input_ids, token_type_ids, word_starts
         self.offsets, self.sop_labels = offsets, sop_labels
         self.masked_positions, self.masked_ids, self.masked_weights = masked_positions, masked_ids, masked_weights
+        self.masked_kinds = masked_kinds
 
     def __len__(self) -> int:
         return len(self.sop_labels)
@@ -606,6 +631,7 @@ class ExampleBatch(Sequence):
             "masked_positions": self.masked_positions[b],  # [P]
             "masked_ids": self.masked_ids[b],
             "masked_weights": self.masked_weights[b],
+            "masked_kinds": self.masked_kinds[b],
             "sop_label": int(self.sop_labels[b]),
             "word_starts": self.word_starts[lo:hi],  # [L] the store's word boundaries (for `data inspect` and tests)
         }
@@ -622,7 +648,7 @@ class ExampleBatch(Sequence):
             out = np.full((len(lengths), length), fill, dtype=np.int64)  # [B, L]
             out[row, col] = values
             batch[key] = torch.from_numpy(out)
-        for key in ("masked_positions", "masked_ids", "masked_weights"):
+        for key in ("masked_positions", "masked_ids", "masked_weights", "masked_kinds"):
             batch[key] = torch.from_numpy(getattr(self, key))
         batch["sop_labels"] = torch.from_numpy(self.sop_labels)
         return batch
@@ -639,8 +665,9 @@ def _padded_length(longest: int, pad_to: int | None) -> int:
 def collate_pretraining(examples: Sequence[dict], pad_to: int | None = None, pad_id: int = 0) -> dict:
     """Stack examples into torch tensors, padding sequences to the longest in the batch (or to pad_to).
 
-    Returns input_ids, token_type_ids, attention_mask [B, L]; masked_positions, masked_ids, masked_weights [B, P];
-    sop_labels [B]. An ExampleBatch (what the dataset's __getitems__ gives a DataLoader) is padded without a loop.
+    Returns input_ids, token_type_ids, attention_mask [B, L]; masked_positions, masked_ids, masked_weights,
+    masked_kinds [B, P] (when the examples have it); sop_labels [B]. An ExampleBatch (what the dataset's
+    __getitems__ gives a DataLoader) is padded without a loop.
     """
     if isinstance(examples, ExampleBatch):
         return examples.collate(pad_to, pad_id)
@@ -653,6 +680,8 @@ def collate_pretraining(examples: Sequence[dict], pad_to: int | None = None, pad
         batch[key] = torch.from_numpy(out)
     for key in ("masked_positions", "masked_ids", "masked_weights"):
         batch[key] = torch.from_numpy(np.stack([e[key] for e in examples]))
+    if all("masked_kinds" in e for e in examples):  # the dataset's examples have it; hand-made ones may not
+        batch["masked_kinds"] = torch.from_numpy(np.stack([e["masked_kinds"] for e in examples]))
     batch["sop_labels"] = torch.tensor([e["sop_label"] for e in examples], dtype=torch.long)
     return batch
 

@@ -288,6 +288,9 @@ def train_and_score(cfg: AblateConfig, data: Path, variant: Variant, steps: int,
                                      precision=cfg.precision)
         evals.update({"mlm_acc": scores["eval_mlm_acc"], "mlm_loss": scores["eval_mlm_loss"],
                       f"{objective}_acc": scores[f"eval_{objective}_acc"]})
+        if objective == "sop":  # by kind of target, and the no-model baselines on the same targets (mlm_scores)
+            evals.update({k.removeprefix("eval_"): v for k, v in scores.items()
+                          if k.startswith(("eval_mlm_acc_", "eval_base_"))})
     result = {"model": variant.model, "train": variant.train, "steps": steps,
               "parameters": count_parameters(model.config), "pretrain_seconds": seconds,
               "tokens_per_s": last.get("tokens_per_s"), "final_loss": last.get("loss"), **evals,
@@ -374,8 +377,8 @@ def ablate(cfg: AblateConfig) -> Path:
 
 
 COLUMNS = [("variant", "{}"), ("parameters", "{:,}"), ("steps", "{}"), ("tokens_per_s", "{:.0f}"),
-           ("final_loss", "{:.3f}"), ("mlm_acc", "{:.3f}"), ("sop_acc", "{:.3f}"), ("nsp_acc", "{:.3f}"),
-           ("speedup_vs_bert_large", "{:.2f}x")]
+           ("final_loss", "{:.3f}"), ("mlm_acc_mask", "{:.3f}"), ("mlm_acc", "{:.3f}"), ("sop_acc", "{:.3f}"),
+           ("nsp_acc", "{:.3f}"), ("speedup_vs_bert_large", "{:.2f}x")]
 
 
 def format_table(results: list[dict[str, Any]]) -> str:
@@ -408,10 +411,21 @@ def write_report(cfg: AblateConfig, results: list[dict[str, Any]], out: Path) ->
             f"lr {cfg.lr} (LAMB), every variant the same steps and seed. Downstream: SST-2, "
             f"{cfg.finetune_train_examples} training sentences, {cfg.finetune_steps} steps, lr {cfg.finetune_lr}, "
             f"{cfg.seeds} seeds, accuracy on the full dev set. random-init: the base model fine-tuned without "
-            "pretraining.", "", format_table(results), ""]
+            "pretraining.", "", format_table(results), "", baseline_line(results)]
     plots = write_plots(results, out)
     text += [f"![{p.stem}]({p.name})" for p in plots]
     (out / "results.md").write_text("\n".join(text) + "\n")
+
+
+def baseline_line(results: list[dict[str, Any]]) -> str:
+    """What guessing without a model scores on the same held-out targets (the same for every variant)."""
+    r = next((r for r in results if "base_mask_commonest" in r), None)
+    if r is None:
+        return ""
+    return (f"mlm_acc_mask: accuracy at the positions shown as [MASK] (the fill-in task); mlm_acc: the official "
+            f"figure over every target, kept and random-replaced ones included. Without a model, at [MASK]: the "
+            f"commonest piece {r['base_mask_commonest']:.3f}, a bigram table {r['base_mask_bigram']:.3f}; over every "
+            f"target, copy-else-commonest {r['base_copy_commonest']:.3f}.\n")
 
 
 def moving_average(values: Sequence[float], window: int) -> list[float]:
@@ -428,7 +442,7 @@ def write_plots(results: list[dict[str, Any]], out: Path) -> list[Path]:
     except ImportError:
         return []
     paths = []
-    metrics = [k for k in ("mlm_acc", "sop_acc", "nsp_acc", "sst2_acc_mean", "tokens_per_s") if
+    metrics = [k for k in ("mlm_acc_mask", "mlm_acc", "sop_acc", "nsp_acc", "sst2_acc_mean", "tokens_per_s") if
                any(r.get(k) is not None for r in results)]
     if metrics:
         fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.5), squeeze=False)
