@@ -159,6 +159,14 @@ def test_obs5_truncation_is_counted_everywhere_or_refused(run, tok, capsys):
     assert strict("dull .")["truncated_tokens"] == 0
     with pytest.raises(LitebertError, match=f"input 0: {full - 32} tokens over the model's max_seq_length 32"):
         strict(LONG_REVIEW)
+    # embeddings: a result is a bare vector, so a cut is announced with a warning (and refused on request)
+    emb = litebert.pipeline("embeddings", run, "fp32")
+    with pytest.warns(UserWarning, match=f"1 of 2 input\\(s\\) cut to the model's max_seq_length 32 "
+                                         f"\\({full - 32} tokens dropped"):
+        vectors = emb([LONG_REVIEW, "dull ."])
+    assert len(vectors) == 2 and len(vectors[0]) == len(vectors[1])
+    with pytest.raises(LitebertError, match="tokens over the model's max_seq_length 32"):
+        litebert.pipeline("embeddings", run, "fp32", truncation="error")(LONG_REVIEW)
 
 
 def test_obs4_obs5_obs9_serve_checks_pairs_counts_truncation_and_says_its_precision(run, monkeypatch):
