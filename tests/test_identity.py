@@ -88,6 +88,28 @@ def test_obs8_real_label_names_and_one_output_schema(run, shared_data):
     assert 0 <= result["accuracy"] <= 1
 
 
+def test_obs9_one_precision_gives_the_same_numbers_at_every_door(run, shared_data):
+    """Obs. 9: at bf16, CLI predict/evaluate ran the model under autocast and the pipeline with bf16 weights, so
+    the same model at the same precision answered with other numbers. Both now cast the weights (one rule)."""
+    from litebert.finetune import evaluate, predict
+
+    texts = ["a gripping , funny film", "dull and long", "the acting is fine but the plot is thin"]
+    piped = litebert.pipeline(None, run, "bf16")(texts)
+    rows = predict("sst-2", run, texts=texts, precision="bf16")
+    for row, answer in zip(rows, piped):
+        assert row["precision"] == "bf16" and row["label"] == answer["label"]
+        assert row["scores"] == pytest.approx(answer["scores"], abs=1e-6)
+    # evaluate decodes the same outputs: its accuracy is the pipeline's on the same rows
+    result = evaluate("sst-2", run, shared_data / "glue" / "SST-2", limit=16, precision="bf16")
+    from litebert.data.tasks import get_task, read_examples
+
+    dev = read_examples(get_task("sst-2"), shared_data / "glue" / "SST-2", "dev")[:16]
+    answers = litebert.pipeline(None, run, "bf16")([ex.text_a for ex in dev])
+    names = json.loads((run / "best" / "config.json").read_text())["id2label"]
+    gold = [names[str(ex.label)] for ex in dev]
+    assert result["accuracy"] == pytest.approx(sum(a["label"] == g for a, g in zip(answers, gold)) / 16)
+
+
 def test_obs1_fill_mask_on_a_classifier_is_refused_naming_the_model(run, capsys):
     """Obs. 1: fill-mask made a fresh random MLM head on every call and answered with it."""
     code, out, err = cli(["fill-mask", "--model", run, "a gripping [MASK] film"], capsys)
@@ -137,6 +159,14 @@ def test_obs5_truncation_is_counted_everywhere_or_refused(run, tok, capsys):
     assert strict("dull .")["truncated_tokens"] == 0
     with pytest.raises(LitebertError, match=f"input 0: {full - 32} tokens over the model's max_seq_length 32"):
         strict(LONG_REVIEW)
+    # embeddings: a result is a bare vector, so a cut is announced with a warning (and refused on request)
+    emb = litebert.pipeline("embeddings", run, "fp32")
+    with pytest.warns(UserWarning, match=f"1 of 2 input\\(s\\) cut to the model's max_seq_length 32 "
+                                         f"\\({full - 32} tokens dropped"):
+        vectors = emb([LONG_REVIEW, "dull ."])
+    assert len(vectors) == 2 and len(vectors[0]) == len(vectors[1])
+    with pytest.raises(LitebertError, match="tokens over the model's max_seq_length 32"):
+        litebert.pipeline("embeddings", run, "fp32", truncation="error")(LONG_REVIEW)
 
 
 def test_obs4_obs5_obs9_serve_checks_pairs_counts_truncation_and_says_its_precision(run, monkeypatch):

@@ -127,6 +127,18 @@ def autocast(precision: str, device: torch.device):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def for_inference(model: torch.nn.Module, precision: str, device: torch.device | None = None) -> torch.nn.Module:
+    """A saved model about to answer requests, with its weights in the resolved precision (no autocast).
+
+    Every door that runs a saved model (predict, evaluate, the pipeline, serve) goes through here, so one model
+    at one precision gives the same numbers whichever door is asked; training keeps fp32 weights under autocast.
+    """
+    return model.to(device=device, dtype=DTYPES[precision]).eval()
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

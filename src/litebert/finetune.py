@@ -33,7 +33,7 @@ from litebert.data.ner import align_predictions, encode_token_examples
 from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, label_names_for, pad_features, read_examples, split_path)
-from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, pick_device, resolve_precision
+from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, for_inference, pick_device, resolve_precision
 from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
                                  save_checkpoint, save_state)
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError, Terminated
@@ -727,7 +727,8 @@ def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | No
     check_labelled(examples, spec, split)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
     precision = resolve_precision(precision, device)
-    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size, precision, device)
+    outputs = run_model(for_inference(model, precision, device), kind, feats, tokenizer.pad_id, batch_size, "fp32",
+                        device)  # weights already in `precision`: no autocast on top
     collapsed = kind.collapse(examples, feats, outputs, spec, label_list)
     if collapsed:
         print(collapse_warning(collapsed, split), file=sys.stderr)
@@ -780,7 +781,8 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
         examples = read_examples(spec, input_path, "test", label_list=label_list)
     feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
     precision = resolve_precision(precision, device)
-    outputs = run_model(model.to(device), kind, feats, tokenizer.pad_id, batch_size, precision, device)
+    outputs = run_model(for_inference(model, precision, device), kind, feats, tokenizer.pad_id, batch_size, "fp32",
+                        device)  # weights already in `precision`: no autocast on top
     rows = kind.predictions(examples, feats, outputs, spec, label_list)
     for row in rows:  # every answer says which precision gave it, and whether the model was run off its task
         row["precision"] = precision

@@ -131,7 +131,9 @@ class TorchRunner:
         if fresh:
             raise LitebertError(f"{weights_dir}: has no trained weights for {', '.join(fresh)}, which {task} "
                                 f"needs; use a directory fine-tuned for {task}")
-        return cls(model.to(torch.bfloat16 if backend == "bf16" else torch.float32), mlm=task == "fill-mask")
+        from litebert.device import for_inference
+
+        return cls(for_inference(model, backend), mlm=task == "fill-mask")
 
     def encoder(self) -> TorchRunner:
         """A runner over this model's encoder alone (embeddings), sharing its weights."""
@@ -233,11 +235,22 @@ class Pipeline:
         self.check_truncation(feats)
         return self.decode(items, feats, self.run(feats, **params), **params)
 
+    # Results carry `truncated_tokens` (sentence tasks) or `truncated_words` (tagging); a family whose results are
+    # bare vectors cannot, so its cuts are announced with a warning instead.
+    results_count_truncation = True
+
     def check_truncation(self, feats: list[dict]) -> None:
-        """truncation="error": refuse inputs that max_seq_length would cut (features count what they dropped)."""
+        """truncation="error": refuse inputs that max_seq_length would cut (features count what they dropped);
+        otherwise a family whose results cannot say so warns."""
+        cut = [(i, f["truncated_tokens"]) for i, f in enumerate(feats) if f.get("truncated_tokens", 0) > 0]
+        if cut and self.truncation != "error" and not self.results_count_truncation:
+            import warnings
+
+            warnings.warn(f"{self.task}: {len(cut)} of {len(feats)} input(s) cut to the model's max_seq_length "
+                          f"{self.record.max_seq_length} ({sum(n for _, n in cut)} tokens dropped; "
+                          "truncation='error' refuses instead)", stacklevel=3)
         if self.truncation != "error":
             return
-        cut = [(i, f["truncated_tokens"]) for i, f in enumerate(feats) if f.get("truncated_tokens", 0) > 0]
         if cut:
             i, n = cut[0]
             raise ConfigError(f"input {i}: {n} tokens over the model's max_seq_length "
@@ -509,9 +522,14 @@ class Embeddings(Pipeline):
     def check(self, item, index):
         return _need_text(item, "text", index)
 
+    results_count_truncation = False  # a result is a vector: cuts are warned about (check_truncation)
+
     def features(self, items):
-        enc = self.tokenizer.batch_encode(items, max_length=self.record.max_seq_length, truncation="longest_first")
-        return [{k: enc[k][i] for k in self.model_keys} for i in range(len(items))]
+        from litebert.data.examples import Example
+        from litebert.data.tasks import encode_examples
+
+        examples = [Example(str(i), text, None) for i, text in enumerate(items)]
+        return encode_examples(examples, self.tokenizer, self.record.max_seq_length, None)
 
     def reduce(self, batch, outputs, pooling: str = "mean", normalize: bool = False):
         hidden = outputs["last_hidden_state"].astype(np.float64)  # [B, L, H]
