@@ -169,6 +169,30 @@ def test_obs5_truncation_is_counted_everywhere_or_refused(run, tok, capsys):
         litebert.pipeline("embeddings", run, "fp32", truncation="error")(LONG_REVIEW)
 
 
+def test_obs5_question_answering_and_multiple_choice_count_what_they_cut(tmp_path, tok):
+    """QA cuts a question past max_query_length (the context is covered by windows); multiple choice cuts the
+    passage past max_seq_length: each answer says how many tokens that dropped, and truncation='error' refuses."""
+    question = LONG_REVIEW + " ?"
+    q_tokens = len(tok.encode(question).input_ids) - 2  # without [CLS] and [SEP]
+    qa_dir = save_model(tmp_path / "qa", "AlbertForQuestionAnswering", tok, max_position_embeddings=256)
+    qa = litebert.pipeline(None, qa_dir, "fp32")
+    got = qa([{"question": question, "context": "the actors are good"},
+              {"question": "who is good ?", "context": "the actors are good"}])
+    assert [g["truncated_tokens"] for g in got] == [q_tokens - 64, 0]
+    with pytest.raises(LitebertError, match="tokens over the model's max_seq_length"):
+        litebert.pipeline(None, qa_dir, "fp32", truncation="error")({"question": question, "context": "a b"})
+
+    mc_dir = save_model(tmp_path / "mc", "AlbertForMultipleChoice", tok, max_position_embeddings=256)
+    passage = " ".join([LONG_REVIEW] * 4)
+    mc = litebert.pipeline(None, mc_dir, "fp32")
+    long, short = mc([{"context": passage, "question": "is it long ?", "options": ["yes", "no"]},
+                      {"context": "it is long", "question": "is it long ?", "options": ["yes", "no"]}])
+    assert long["truncated_tokens"] > 0 == short["truncated_tokens"]
+    p_tokens = len(tok.encode(passage).input_ids) - 2
+    qa_tokens = len(tok.encode("is it long ? yes").input_ids) - 2
+    assert long["truncated_tokens"] == p_tokens - (256 - 3 - qa_tokens)
+
+
 def test_obs4_obs5_obs9_serve_checks_pairs_counts_truncation_and_says_its_precision(run, monkeypatch):
     """Serve: a pair to a single-input model is a 422 naming the model (obs. 4); truncated inputs are counted
     in each answer and in /info (obs. 5); the precision that answered is in each answer and /info (obs. 9)."""

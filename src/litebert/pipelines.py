@@ -463,13 +463,16 @@ class QuestionAnswering(Pipeline):
         from litebert.data.squad import decode_answers
 
         feats = self.features(items)
+        self.check_truncation(feats)
         outputs = self.run(feats)
         r = self.record
         answers = decode_answers(self._examples, feats, [o["start_logits"] for o in outputs],
                                  [o["end_logits"] for o in outputs], r.n_best, r.max_answer_length,
                                  null_threshold, r.version_2)
-        return [{"answer": a.text, "start": a.start, "end": a.end, "score": a.score, "null_odds": a.null_odds}
-                for a in (answers[ex.qid] for ex in self._examples)]
+        cut = {f["example_index"]: f["truncated_tokens"] for f in feats}  # per question (its windows agree)
+        return [{"answer": a.text, "start": a.start, "end": a.end, "score": a.score, "null_odds": a.null_odds,
+                 "truncated_tokens": cut.get(i, 0)}
+                for i, a in enumerate(answers[ex.qid] for ex in self._examples)]
 
 
 class FillMask(Pipeline):

@@ -91,7 +91,8 @@ def encode_race(
     examples: Sequence[RaceExample], tokenizer, max_seq_length: int = 512, max_qa_length: int = 128
 ) -> list[dict]:
     """Per question: input_ids/token_type_ids/attention_mask as [C][L_c] lists (unpadded; C = its number of
-    options, 4 in RACE), label, level."""
+    options, 4 in RACE), label, level, and truncated_tokens: the most tokens any option's sequence lost (the
+    passage's end past max_seq_length, the question+option's start past max_qa_length)."""
     qa_texts = [qa_text(ex.question, opt) for ex in examples for opt in ex.options]
     qa_ids = tokenizer.encode_ids_batch(qa_texts) if qa_texts else []
     passages: dict[str, list[int]] = {}
@@ -101,10 +102,12 @@ def encode_race(
         if ex.article not in passages:
             passages = {ex.article: tokenizer.encode_ids(ex.article)}  # questions of a passage are adjacent
         passage = passages[ex.article]
-        f = {"input_ids": [], "token_type_ids": [], "attention_mask": []}
+        f = {"input_ids": [], "token_type_ids": [], "attention_mask": [], "truncated_tokens": 0}
         for c in range(len(ex.options)):
             qa = qa_ids[first + c][-max_qa_length:] if max_qa_length > 0 else []
             ctx = passage[: max(0, max_seq_length - 3 - len(qa))]
+            cut = len(qa_ids[first + c]) - len(qa) + len(passage) - len(ctx)
+            f["truncated_tokens"] = max(f["truncated_tokens"], cut)
             ids = [tokenizer.cls_id, *ctx, tokenizer.sep_id, *qa, tokenizer.sep_id]
             f["input_ids"].append(ids)
             f["token_type_ids"].append([0] * (len(ctx) + 2) + [1] * (len(qa) + 1))

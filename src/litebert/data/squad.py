@@ -232,6 +232,8 @@ def convert_examples_to_features(
                 "example_index": ex_index,
                 "offsets": [None] * head + doc_offsets[start : start + length] + [None],
                 "token_is_max_context": max_ctx + [False],
+                # the question past max_query_length is cut (the context is not: windows cover all of it)
+                "truncated_tokens": len(questions[ex_index]) - len(q_ids),
             })  # fmt: skip
         if not ex.is_impossible and not in_some_window:
             no_target.append(ex.qid)

@@ -71,8 +71,9 @@ class MultipleChoice(Pipeline):
 
     def decode(self, items, feats, outputs):
         results = []
-        for (_, _, options), o in zip(items, outputs):
+        for (_, _, options), feat, o in zip(items, feats, outputs):
             probs = _softmax(o["logits"])
             best = int(probs.argmax())
-            results.append({"answer": best, "option": options[best], "scores": probs.tolist()})
+            results.append({"answer": best, "option": options[best], "scores": probs.tolist(),
+                            "truncated_tokens": feat["truncated_tokens"]})
         return results
