@@ -483,7 +483,7 @@ def read_loop_state(ckpt: Path, model, optimizer, scheduler) -> dict:
     return state
 
 
-def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict, training: Training) -> None:
+def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict, training: Training | None = None) -> None:
     """best/ as a whole: weights, tokenizer, model card and eval_metrics.json are written into a temporary sibling
     and swapped in, so a failed save (a full disk) leaves the previous best/ complete, never weights and metrics of
     different steps or a best/ without its tokenizer."""
