@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= -q
 
-.PHONY: install demo test test-fast lint bench
+.PHONY: install demo test test-fast lint format bench
 
 install: $(VENV)/.installed
 
@@ -24,6 +24,14 @@ test: install
 # The fast tier (tests/conftest.py FAST_MODULES): each layer's unit tests and the parity checks, about 2 minutes.
 test-fast: install
 	$(PY) -m pytest -m fast $(PYTEST_ARGS)
+
+# ruff's checks (pyproject [tool.ruff]); CI runs this before the tests.
+lint: install
+	$(VENV)/bin/ruff check .
+
+# ruff's formatter on the files you name: make format FILES="src/litebert/x.py tests/test_x.py"
+format: install
+	$(VENV)/bin/ruff format $(FILES)
 
 bench: install
 	$(PY) benchmarks/run_all.py

@@ -190,7 +190,7 @@ def levers(args, config, batch, device, precision, calib, sparse_flops, dense_fl
     def vs(a, b, clock="wall") -> str:  # median of per-turn ratios
         if b is None or b.error or (clock == "cpu" and not (a.cpu_seconds and b.cpu_seconds)):
             return ""
-        return "{:.2f}x".format(ratio(a, b, clock)[0])
+        return f"{ratio(a, b, clock)[0]:.2f}x"
 
     eager_row = next(r for r in results if r.name.startswith(eager + " "))
     compiled_row = [r for r in results if r.name.startswith("L")][-1]

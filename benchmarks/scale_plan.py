@@ -76,7 +76,7 @@ def main() -> int:
     print("| model | GPUs (nodes of 8) | sequences per GPU per step | compute per step | all-reduce per step "
           "| all-reduce share if not overlapped | wall-clock for 125k steps |")
     print("|---|---|---|---|---|---|---|")
-    for name, (params, total, gpu_seconds) in plans.items():
+    for name, (params, _total, gpu_seconds) in plans.items():
         for n in (int(x) for x in args.gpus.split(",")):
             compute = gpu_seconds / n / STEPS
             comm = 2 * (n - 1) / n * params * 4 / (args.link_gb_s * 1e9)

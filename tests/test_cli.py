@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 
 import pytest
 
-from litebert.cli import COMMANDS, build_parser, main
+from litebert.cli import COMMANDS, build_parser
 
 
 def subcommand_parsers():

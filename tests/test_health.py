@@ -27,7 +27,7 @@ CONFIG = {k: v for k, v in TINY_MODEL.items() if k != "format"}
 def collapse(model: AlbertForPreTraining) -> AlbertForPreTraining:
     """Zero the gain of every LayerNorm that ends a block: all hidden states become its bias."""
     with torch.no_grad():
-        for name, module in model.albert.encoder.named_modules():
+        for _name, module in model.albert.encoder.named_modules():
             if isinstance(module, torch.nn.LayerNorm):
                 module.weight.zero_()
                 module.bias.normal_(0.0, 1.0)  # a non-zero constant: the collapse must not hide behind zeros

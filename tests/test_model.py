@@ -80,7 +80,7 @@ def test_gradient_checkpointing_gives_same_gradients():
         m = AlbertForSequenceClassification(tiny())
         m.set_gradient_checkpointing(flag)
         sizes = []
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):  # noqa: B023
             loss = m(ids, mask, tt, labels=torch.tensor([0, 1])).loss
         loss.backward()
         grads.append(torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None]))

@@ -44,7 +44,7 @@ def dirs(tmp_path_factory, tok):
     }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model(cls_name, model_dir):
     return getattr(litebert, cls_name).from_pretrained(model_dir).eval()
 

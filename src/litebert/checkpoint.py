@@ -157,7 +157,7 @@ def _prune(run_dir: Path, step: int, keep: int) -> None:
     """
     older = [(s, p) for s, p in _checkpoint_dirs(run_dir) if s < step and _is_complete(p)]
     victims = sorted(older)[: max(0, len(older) - (keep - 1))]
-    for s, path in victims:
+    for _s, path in victims:
         trash = run_dir / f".trash-{path.name}-{os.getpid()}"
         try:
             os.rename(path, trash)

@@ -17,7 +17,8 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from litebert.errors import ConfigError
 from litebert.files import read_json
@@ -124,18 +125,18 @@ class AlbertConfig:
         """Hugging Face's AlbertModel can only express full-block sharing (with 'none' as G == L)."""
         return self.sharing in ("all", "none")
 
-    def replace(self, **changes: Any) -> "AlbertConfig":
+    def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ presets
     @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "AlbertConfig":
+    def from_preset(cls, name: str, **overrides: Any) -> AlbertConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
         return cls(**{**PRESETS[name], **overrides})
 
     @classmethod
-    def load(cls, spec: str | Path) -> "AlbertConfig":
+    def load(cls, spec: str | Path) -> AlbertConfig:
         """A preset name, a config JSON file (any dialect) or a model directory (its config.json)."""
         if str(spec) in PRESETS:
             return cls.from_preset(str(spec))
@@ -151,7 +152,7 @@ class AlbertConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "AlbertConfig":
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> AlbertConfig:
         data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         return dataclass_from_dict(cls, data, source, what="config field")
 
@@ -159,7 +160,7 @@ class AlbertConfig:
         Path(path).write_text(json.dumps({"format": "litebert", **self.to_dict()}, indent=2) + "\n")
 
     @classmethod
-    def from_json(cls, path: str | Path) -> "AlbertConfig":
+    def from_json(cls, path: str | Path) -> AlbertConfig:
         """Reads any of the three dialects, recognising each by its keys."""
         data = _read_json(path)
         if data.get("model_type") == "albert":
@@ -173,7 +174,7 @@ class AlbertConfig:
 
     # ------------------------------------------------------------------ official albert_config.json
     @classmethod
-    def from_official_dict(cls, data: dict[str, Any], source: str = "albert_config.json") -> "AlbertConfig":
+    def from_official_dict(cls, data: dict[str, Any], source: str = "albert_config.json") -> AlbertConfig:
         act = data.get("hidden_act", "gelu")
         if not isinstance(act, str):
             raise ConfigError(f"{source}: config field 'hidden_act' must be a string, got {act!r}")
@@ -185,7 +186,7 @@ class AlbertConfig:
         return cls.from_dict({**fields, "hidden_act": act}, source=source)
 
     @classmethod
-    def from_official_json(cls, path: str | Path) -> "AlbertConfig":
+    def from_official_json(cls, path: str | Path) -> AlbertConfig:
         return cls.from_official_dict(_read_json(path), source=str(path))
 
     def to_official_dict(self) -> dict[str, Any]:
@@ -201,7 +202,7 @@ class AlbertConfig:
 
     # ------------------------------------------------------------------ Hugging Face config.json
     @classmethod
-    def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> "AlbertConfig":
+    def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> AlbertConfig:
         fields = {name: data[name] for name in _OFFICIAL_FIELDS + _HF_EXTRA_FIELDS if name in data}
         if "id2label" in data and isinstance(data["id2label"], dict):
             try:
@@ -303,7 +304,7 @@ def flag_of(name: str) -> str:
 _TYPE_NAMES = {bool: "true or false (a boolean)", int: "an integer", float: "a number", str: "a string"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def field_types(cls) -> dict[str, tuple[tuple[type, ...], bool]]:
     """{field: (the types it takes, whether None is allowed)} of an options dataclass, from its annotations."""
     import typing

@@ -17,7 +17,8 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
+from collections.abc import Callable
 
 from litebert.errors import CheckpointError, OutputError, where
 
@@ -174,7 +175,7 @@ class OutputLock:
         self.lock_file, self.what, self.orphan_wait, self.fd = Path(lock_file), what, orphan_wait, None
         self.directory, self.dir_fd = (Path(directory) if directory is not None else None), None
 
-    def acquire(self) -> "OutputLock":
+    def acquire(self) -> OutputLock:
         try:
             import fcntl
         except ImportError:
@@ -248,7 +249,7 @@ class OutputLock:
             os.close(self.dir_fd)
             self.dir_fd = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         return self if self.fd is not None else self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -16,7 +16,7 @@ in pretrain).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError

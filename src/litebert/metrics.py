@@ -19,7 +19,7 @@ import collections
 import math
 import re
 import string
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

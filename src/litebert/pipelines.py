@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -276,7 +277,7 @@ class Pipeline:
                 batch = pad_features([{k: feats[i][k] for k in self.model_keys} for i in group],
                                      self.tokenizer.pad_id, return_tensors="np")
                 outputs = self.runner(batch)
-                for j, (i, o) in enumerate(zip(group, self.reduce(batch, outputs, **params))):
+                for _j, (i, o) in enumerate(zip(group, self.reduce(batch, outputs, **params))):
                     out[i] = o
         return out
 

@@ -157,9 +157,9 @@ class PretrainConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name.split('/')[0], '')}: {why}")
         if self.device is not None:
             check_device(self.device)
-        self.length_phases  # parses --phases (once) and checks it
-        self.trackers  # checks --report-to
-        self.max_seconds  # validates
+        self.length_phases  # noqa: B018 (parses --phases once and checks it)
+        self.trackers  # noqa: B018 (checks --report-to)
+        self.max_seconds  # noqa: B018 (validates --max-time)
         parse_mask_replace(self.mask_replace, "--mask-replace ")
 
     @functools.cached_property

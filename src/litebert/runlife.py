@@ -22,7 +22,7 @@ class TermSignal:
     def __init__(self):
         self.received, self.previous = False, None
 
-    def __enter__(self) -> "TermSignal":
+    def __enter__(self) -> TermSignal:
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGTERM, self._on_term)
         return self

@@ -7,7 +7,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from litebert.errors import ConfigError, CorpusError, LitebertError, TokenizerError
 from litebert.files import atomic_write_bytes, check_output

@@ -7,7 +7,6 @@ is left under a final name. An export of a directory without a tokenizer is refu
 
 from __future__ import annotations
 
-import json
 
 import pytest
 

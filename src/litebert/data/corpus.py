@@ -27,7 +27,8 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
+from collections.abc import Iterator
 
 from litebert.errors import CorpusError, DataFormatError, where
 from litebert.files import parse_json

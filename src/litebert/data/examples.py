@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 from litebert.errors import DataFormatError, where
 
@@ -45,7 +46,8 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise DataFormatError(f"{where(path, n)}: invalid UTF-8 ({e.reason}); re-encode the file as UTF-8")
+                msg = f"{where(path, n)}: invalid UTF-8 ({e.reason}); re-encode the file as UTF-8"
+                raise DataFormatError(msg) from None
             if n == 1:
                 line = line.removeprefix("\ufeff")
             yield n, line.rstrip("\r\n") if line.endswith("\n") else line

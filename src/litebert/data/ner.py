@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from litebert.data.examples import Examples, read_lines
 from litebert.errors import DataFormatError, where
@@ -86,7 +86,7 @@ def encode_token_examples(
     budget = max_seq_length - 2
     for ex in examples:
         ids, word_ids, labs = [tokenizer.cls_id], [-1], [IGNORE_INDEX]
-        for w, word in enumerate(ex.words):
+        for w, _word in enumerate(ex.words):
             sub = pieces[k + w] or [tokenizer.unk_id]  # a word must keep a position to be predicted
             if len(ids) - 1 + len(sub) > budget:
                 break

@@ -477,7 +477,7 @@ class PretrainingDataset(Dataset):
     def __getitem__(self, index: int) -> dict:
         return self.example(index)
 
-    def __getitems__(self, indices: Sequence[int]) -> "ExampleBatch":
+    def __getitems__(self, indices: Sequence[int]) -> ExampleBatch:
         """A DataLoader's whole batch at once (torch calls this instead of __getitem__ per index)."""
         return self.examples(indices)
 
@@ -494,7 +494,7 @@ class PretrainingDataset(Dataset):
         return self.examples([index], epoch=epoch, swap=swap)[0]
 
     def examples(self, indices: Sequence[int] | np.ndarray, *, epoch: int | None = None,
-                 swap: bool | None = None) -> "ExampleBatch":
+                 swap: bool | None = None) -> ExampleBatch:
         """Examples `indices` of `epoch`, built together: numpy over the batch, one store read, one masking pass.
 
         Every random choice of example i is a draw from its own counter-based stream keyed by (seed, epoch, i)
@@ -565,7 +565,7 @@ class PretrainingDataset(Dataset):
         b1 = np.minimum(np.maximum(split.sentence_reaching(b0, start + target_len), b0 + 1), d1)
         return start, split.sentence_offset(b1)
 
-    def _finish(self, keys: np.ndarray, segments: list, label: np.ndarray) -> "ExampleBatch":
+    def _finish(self, keys: np.ndarray, segments: list, label: np.ndarray) -> ExampleBatch:
         """[CLS] A [SEP] (B [SEP]) per example from the segments' token ranges (start, stop) [B], token types,
         then masking; pads the prediction slots to P."""
         count, pieces = len(keys), 2 * len(segments) + 1  # B; [CLS], A, [SEP], (B, [SEP])

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -391,7 +391,7 @@ def build_store(
     word_segmenter: str | None = None,
     doc_offset: int = 0,
     part: dict | None = None,
-) -> "TokenStore":
+) -> TokenStore:
     """Tokenize `inputs` (files, folders, globs) into a token store at `out`; returns the opened store.
 
     tokenizer: a tokenizer directory / file (loaded with litebert.tokenizer.load_tokenizer in each worker) or a
@@ -752,7 +752,7 @@ class StoreSplit:
         is >= tokens [N]; past the shard's end: one past its last sentence + 1 (callers clamp to a document end)."""
         sentences, tokens = np.asarray(sentences, dtype=np.int64), np.asarray(tokens, dtype=np.int64)
         out = np.empty(sentences.shape, np.int64)
-        for k, rows, local in self._by_shard(sentences, self.sentence_base):
+        for k, rows, _local in self._by_shard(sentences, self.sentence_base):
             offsets = np.asarray(self._shard_maps()[k][_SENTENCES])  # [S_k + 1]
             reach = np.searchsorted(offsets, tokens[rows] - self.token_base[k], side="left")
             out[rows] = reach + self.sentence_base[k]
@@ -806,7 +806,7 @@ class TokenStore:
         self._splits = {name: StoreSplit(path, name, meta["splits"][name], self.dtype) for name in SPLITS}
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "TokenStore":
+    def open(cls, path: str | os.PathLike) -> TokenStore:
         path = Path(path)
         meta_path = path / "meta.json"
         if not meta_path.is_file():

@@ -33,7 +33,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from litebert.config import AlbertConfig
 from litebert.errors import ConfigError, TrainingError

@@ -20,7 +20,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -112,7 +113,7 @@ class PeakRSS:
             self.peak_mb = max(self.peak_mb, current_rss_mb())
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "PeakRSS":
+    def __enter__(self) -> PeakRSS:
         self.start_mb = self.peak_mb = current_rss_mb()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
