@@ -396,6 +396,24 @@ def read_small_text(path: str | os.PathLike, limit: int = MAX_TEXT_BYTES) -> str
     return data.decode("utf-8")
 
 
+def read_text_checked(path: str | os.PathLike, error: type[Exception], missing: str = "not found", hint: str = "",
+                      limit: int = MAX_TEXT_BYTES, prefix: str = "") -> str:
+    """`read_small_text` with each failure raised as `error` naming the file (after `prefix`, e.g. "--config "):
+    missing, unreadable, not UTF-8, not a regular file or larger than `limit`; `hint` ends every message but
+    the missing file's."""
+    tail = f"; {hint}" if hint else ""
+    try:
+        return read_small_text(path, limit)
+    except FileNotFoundError:
+        raise error(f"{prefix}{path}: {missing}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{prefix}{path}: invalid UTF-8 ({e.reason} at byte {e.start}){tail}") from None
+    except OSError as e:
+        raise error(f"{prefix}{path}: cannot read ({reason(e)}){tail}") from None
+    except ValueError as e:  # not a regular file, or too large: the message names the file
+        raise error(f"{prefix}{e}{tail}") from None
+
+
 def read_json(path: str | os.PathLike, error: type[Exception], missing: str = "not found",
               expect: type | None = None, what: str = "a JSON object", hint: str = "") -> Any:
     """The parsed JSON of the file `path`: open, decode UTF-8, parse, and check the top-level type.
@@ -406,17 +424,7 @@ def read_json(path: str | os.PathLike, error: type[Exception], missing: str = "n
     """
     path = Path(path)
     tail = f"; {hint}" if hint else ""
-    try:
-        text = read_small_text(path)
-    except FileNotFoundError:
-        raise error(f"{path}: {missing}") from None
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: invalid UTF-8 ({e.reason} at byte {e.start}){tail}") from None
-    except OSError as e:
-        raise error(f"{path}: cannot read ({reason(e)}){tail}") from None
-    except ValueError as e:  # not a regular file, or too large
-        raise error(f"{e}{tail}") from None
-    data = parse_json(text, path, error, hint=hint)
+    data = parse_json(read_text_checked(path, error, missing, hint), path, error, hint=hint)
     if expect is not None and not isinstance(data, expect):
         raise error(f"{path}: expected {what}, got {type(data).__name__}{tail}")
     return data

@@ -92,17 +92,10 @@ CONFIG_LIMIT = 2 ** 20  # bytes: an options file is a few kilobytes; /dev/zero o
 def read_config_file(path: str) -> dict:
     """The options in a --config file: a flat mapping, or a run record whose options sit under "train"."""
     from litebert.errors import ConfigError
-    from litebert.files import parse_json, read_small_text
+    from litebert.files import parse_json, read_text_checked
 
     file = Path(path)
-    try:
-        text = read_small_text(file, CONFIG_LIMIT)
-    except OSError as e:
-        raise ConfigError(f"--config {path}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"--config {path}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
-    except ValueError as e:  # not a regular file, or too large
-        raise ConfigError(f"--config {e}") from None
+    text = read_text_checked(file, ConfigError, limit=CONFIG_LIMIT, prefix="--config ")
     if file.suffix in (".yaml", ".yml"):
         try:
             import yaml
