@@ -311,21 +311,6 @@ def lock_dir(directory: str | os.PathLike, what: str | None = None) -> OutputLoc
     return OutputLock(directory / ".lock", what or str(directory), directory=directory).acquire()
 
 
-def holding_run_dir(out_of: Callable) -> Callable:
-    """Decorator for a function that writes a run directory: before it runs, `check_output(out_of(*args))` and
-    the directory's lock (`lock_dir`); the lock is released when it returns or raises."""
-    import functools
-
-    def wrap(fn):
-        @functools.wraps(fn)
-        def locked(*args, **kwargs):
-            out = check_output(out_of(*args, **kwargs))
-            with lock_dir(out, f"--out {out}"):
-                return fn(*args, **kwargs)
-        return locked
-    return wrap
-
-
 def move_into_place(tmp: Path, final: Path) -> Path | None:
     """Rename the finished temporary directory `tmp` to `final`. An existing `final` is first renamed aside; return
     that path (the caller removes it, or puts it back after a crash).

@@ -35,21 +35,22 @@ from litebert.data.squad import convert_examples_to_features, postprocess_predic
 from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
                                  label_list_for, label_names_for, pad_features, read_examples, split_path)
 from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, for_inference, pick_device, resolve_precision
-from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
-                                 save_checkpoint, save_state)
-from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError, Terminated
+from litebert.checkpoint import checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint
+from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.faults import inject_fault
-from litebert.files import fsync_dir, holding_run_dir, move_into_place, read_json
+from litebert.files import fsync_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.kinds import Kind
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
 from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
-from litebert.pretrained import model_files, read_model_state
+from litebert.pretrained import model_files
 from litebert.records import ModelRecord, identity_dict, read_record
 from litebert.rundir import resolve_model_dir
-from litebert.runlife import TermSignal, truncate_metrics
+from litebert.runlife import (TermSignal, budget_reached, changed_fields, check_state_keys, holding_run_dir,
+                              newest_verified, parse_duration, restore_rng, restore_training, rng_state,
+                              save_run_checkpoint, sigterm_error, stopping_line, truncate_metrics)
 from litebert.tokenizer import load_tokenizer
 from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
@@ -115,6 +116,10 @@ class FinetuneConfig:
     max_eval_examples: int | None = option(None, "score only the first N dev examples (default: all)", check=POSITIVE)
     eval_batch_size: int = option(64, "examples per forward pass when scoring", check=POSITIVE)
     log_every: int = option(20, "steps between training-loss log lines and metrics.jsonl records", check=POSITIVE)
+    max_time: str | float | None = option(None, "stop cleanly after this much wall-clock time of this session, "
+                                                "saving a checkpoint: seconds or 30m, 2h, 1h30m; the schedule stays "
+                                                "over the run's steps, and the same command (a larger or no "
+                                                "--max-time) goes on from there (default: no limit)")
     report_to: str | None = option(None, REPORT_TO_HELP)
     device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
     threads: int | None = option(None, "torch threads (default: torch's choice)", check=POSITIVE)
@@ -129,6 +134,11 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
         parse_report_to(self.report_to)  # known trackers, their libraries installed: refused before any work
+        self.max_seconds  # noqa: B018 (validates --max-time)
+
+    @property
+    def max_seconds(self) -> float | None:
+        return None if self.max_time is None else parse_duration(self.max_time, "--max-time")
 
 
 # --------------------------------------------------------------------------------------------- task kinds
@@ -420,8 +430,10 @@ RUN_OUTPUTS = ("metrics.jsonl", "best", "result.json")
 def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> Path | None:
     """Refuse an --out that already holds a finished fine-tuning run, or with --overwrite remove that run's outputs
     (never the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way).
-    An unfinished run (a checkpoint, no result.json: stopped by SIGTERM or a crash) is resumed instead: its
-    newest complete checkpoint is returned."""
+    An unfinished run (a checkpoint, no result.json: stopped by SIGTERM, --max-time or a crash) is resumed instead:
+    its newest complete checkpoint is returned (which one verifies is decided when it is read: newest_verified)."""
+    if out_dir.is_dir():
+        cleanup_incomplete(out_dir)  # what a save cut short left behind
     found = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
     found += [p.name for p in checkpoint_dirs(out_dir)] if out_dir.is_dir() else []
     if not found:
@@ -443,45 +455,45 @@ def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> Path 
 
 # What a resume restores must equal what the run would have used: a change to any of these would splice two
 # recipes into one run (the data order, the schedule, the model). Output-only settings may change.
-MAY_CHANGE_ON_RESUME = ("out", "device", "threads", "eval_batch_size", "log_every", "overwrite", "precision")
+MAY_CHANGE_ON_RESUME = ("out", "device", "threads", "eval_batch_size", "log_every", "overwrite", "precision",
+                        "max_time")
 
 
 def check_same_recipe(record: Path, cfg: FinetuneConfig) -> None:
     """Refuse to resume a run recorded in `record` (finetune.json) with other settings, naming them."""
     saved = read_json(record, CheckpointError, expect=dict, hint="use a new --out or --overwrite")
     now = dataclasses.asdict(cfg)
-    changed = [f"--{k.replace('_', '-')} {saved[k]} (now {now[k]})" for k in now
-               if k in saved and k not in MAY_CHANGE_ON_RESUME and saved[k] != now[k]]
+    changed = changed_fields(saved, now, [k for k in now if k not in MAY_CHANGE_ON_RESUME])
     if changed:
         raise ConfigError(f"{record}: the unfinished run in {record.parent} was made with " + ", ".join(changed)
                           + "; resume it with its settings, start over with --overwrite, or use another --out")
 
 
+LOOP_STATE = ("step", "optimizer", "scheduler", "rng", "best", "stale", "epoch", "queue")
+
+
 def save_loop_state(out_dir: Path, step: int, model, optimizer, scheduler, loop: dict) -> None:
     """checkpoint-STEP/ (atomic, the one before it removed): the weights and everything the loop needs to go on
-    exactly as if it had not stopped (optimizer, schedule, RNG, epoch and the rest of its batch order, best score)."""
+    exactly as if it had not stopped (optimizer, schedule, every RNG, epoch and the rest of its batch order, best
+    score)."""
     state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-             "rng": torch.get_rng_state(), "best": loop["best"], "stale": loop["stale"], "epoch": loop["epoch"],
+             "rng": rng_state(), "best": loop["best"], "stale": loop["stale"], "epoch": loop["epoch"],
              "queue": [[int(i) for i in batch] for batch in loop["queue"]]}
-    writers = {**model_files(model, "litebert"), "trainer_state.pt": lambda path: save_state(path, state)}
-    save_checkpoint(out_dir, step, writers, keep=1)
+    save_run_checkpoint(out_dir, step, model_files(model, "litebert"), state, keep=1)
 
 
-def read_loop_state(ckpt: Path, model, optimizer, scheduler) -> dict:
-    """Put checkpoint `ckpt`'s weights, optimizer, schedule and RNG into place; return the loop's own state."""
-    blobs = read_verified(ckpt, ("trainer_state.pt", "model.safetensors"))
-    state = load_state(ckpt / "trainer_state.pt", blobs.pop("trainer_state.pt"))
-    _, _, weights, _ = read_model_state(ckpt, blobs.pop("model.safetensors"))
-    check_state_dict(model.state_dict(), weights, ckpt / "model.safetensors")
-    model.load_state_dict(weights, strict=True)
-    try:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"])
-    except (KeyError, ValueError, TypeError, RuntimeError) as e:
-        raise CheckpointError(f"{ckpt / 'trainer_state.pt'}: does not fit this run ({e}); start over with "
-                              "--overwrite or use another --out") from None
-    return state
+def read_loop_state(out_dir: Path, model, optimizer, scheduler) -> tuple[Path, dict]:
+    """Put the newest checkpoint that verifies into place (weights, optimizer, schedule, RNG); return it and the
+    loop's own state."""
+    found = newest_verified(out_dir, "litebert finetune")
+    if found is None:
+        raise CheckpointError(f"{out_dir}: its checkpoint vanished before it could be read; run again")
+    ckpt, state, weights = found
+    check_state_keys(ckpt, state, LOOP_STATE, "a litebert fine-tuning state")
+    restore_training(ckpt, state, weights, model, optimizer, scheduler,
+                     hint="start over with --overwrite or use another --out")
+    restore_rng(state["rng"])
+    return ckpt, state
 
 
 def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict, training: Training | None = None) -> None:
@@ -554,9 +566,9 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     eval_every = cfg.eval_every or max(1, math.ceil(len(train_feats) / per_step))
     lengths = [feature_length(f) for f in train_feats]
     best: dict[str, Any] = {"score": -math.inf}
-    stale, epoch, queue, step = 0, 0, [], 0
+    stale, epoch, queue, step, stop = 0, 0, [], 0, ""
     if resume is not None:
-        state = read_loop_state(resume, model, optimizer, scheduler)
+        resume, state = read_loop_state(out_dir, model, optimizer, scheduler)
         best, stale, epoch, queue, step = (state["best"], state["stale"], state["epoch"], state["queue"],
                                            state["step"])
         truncate_metrics(out_dir / "metrics.jsonl", step)
@@ -611,19 +623,25 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                         say(f"early stop at step {step}: no gain in {stale} evaluations")
                         break
             inject_fault("stop", step, 0)  # (tests: a real SIGTERM arrives while the process is stopped here)
-            if term.received or step % eval_every == 0 or step == steps:  # the last checkpoint resumes the run
+            # --max-time: this session's clock; the schedule stays over `steps`, so stopping changes nothing else
+            stop = budget_reached(time.perf_counter() - t0, cfg.max_time, cfg.max_seconds) if step < steps else ""
+            if term.received or stop or step % eval_every == 0 or step == steps:  # the last one resumes the run
                 save_loop_state(out_dir, step, model, optimizer, scheduler,
                                 {"best": best, "stale": stale, "epoch": epoch, "queue": queue})
             if term.received:
                 log.close()
-                raise Terminated(f"SIGTERM: stopped after step {step} and saved checkpoint-{step} in {out_dir}; "
-                                 "run the same command again to resume")
+                raise sigterm_error(step, out_dir)
+            if stop:
+                say(stopping_line(step, steps, stop, "the same command with a larger --max-time, or none, goes on"))
+                break
     log.close()
     trackers.finish({"best/step": best.get("step"), **{f"best/{k}": v for k, v in best.get("metrics", {}).items()}},
                     step)
     result = {"task": spec.name, "main_metric": spec.main_metric, "best_step": best.get("step"),
               "best": best.get("metrics", {}), "steps": step, "train_examples": len(train),
               "dev_examples": len(dev), "start_health": health}
+    if stop:  # unfinished: no result.json, so the same command resumes from the checkpoint just saved
+        return {**result, "stopped": stop}
     if best.get("collapsed"):  # the kept model's degenerate answer, for tables that aggregate runs (ablate)
         result["collapse"] = best["collapsed"]
         result["warnings"] = [collapse_warning(best["collapsed"], dev_split, best["step"])]
@@ -856,7 +874,15 @@ def start_line(cfg: FinetuneConfig, spec: TaskSpec, train, dev, n_features: int,
     return (f"litebert finetune: {spec.name} from {cfg.model}; {len(train)} train examples"
             f"{of}, {len(dev)} dev; {steps} steps = {epochs:.2f} epochs "
             f"({why}); batch {cfg.batch_size}{accum}, lr {cfg.lr:g}, warmup {warmup_for(cfg, steps)} "
-            f"steps, max_seq_length {cfg.max_seq_length}, {precision}")
+            f"steps, max_seq_length {cfg.max_seq_length}, {precision}; " + stop_words(cfg, steps))
+
+
+def stop_words(cfg: FinetuneConfig, steps: int) -> str:
+    """What ends the run, for the start line."""
+    if cfg.max_seconds is None:
+        return f"stops after step {steps}"
+    return (f"stops after step {steps} or at --max-time {cfg.max_time} of this session, whichever comes first "
+            "(the schedule stays over the steps)")
 
 
 def _write(f, trackers: Trackers, record: dict) -> None:

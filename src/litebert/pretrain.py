@@ -19,7 +19,6 @@ import gc
 import json
 import math
 import os
-import re
 import sys
 import tempfile
 import time
@@ -34,8 +33,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
-                                 load_state, read_verified, save_checkpoint, save_state)
+from litebert.checkpoint import cleanup_incomplete, find_latest_checkpoint
 from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, PRESETS, RETIRED_FIELDS,
                              AlbertConfig, at_least, check_options, closed, open_open, option)
 from litebert.data.pretraining import (BatchStream, PretrainingDataset, collate_pretraining, parse_mask_replace,
@@ -44,9 +42,9 @@ from litebert.data.store import TokenStore
 from litebert.device import (AUTO_PRECISION_HELP, PRECISIONS, autocast, check_device, first_line, is_out_of_memory,
                              measure_peak_flops, resolve_precision, synchronize)
 from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
-from litebert.errors import CheckpointError, ConfigError, Terminated, TokenizerError, TrainingError
-from litebert.faults import inject_fault, with_file_faults
-from litebert.files import atomic_write, check_output, lock_dir, read_json
+from litebert.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
+from litebert.faults import inject_fault
+from litebert.files import atomic_write, check_output, read_json
 from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
 from litebert.hub_cache import resolve_model_path
 from litebert.memory import check_training_memory
@@ -57,7 +55,10 @@ from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import resolve_model_dir
-from litebert.runlife import TermSignal, truncate_metrics
+from litebert.runlife import (TermSignal, budget_reached, changed_fields, check_state_keys, last_checkpoint,
+                              make_run_dir, newest_verified, parse_duration, read_checkpoint, restore_rng,
+                              restore_training, rng_state, save_run_checkpoint, sigterm_error, stopping_line,
+                              take_run_dir, truncate_metrics)
 from litebert.tokenizer import load_tokenizer
 from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
 
@@ -195,19 +196,6 @@ class PretrainConfig:
                  ([f"tokens (--max-tokens {self.max_tokens:,})"] if self.max_tokens is not None else [])
         return (f"schedule: {shape} over the budget's fraction used: {' and '.join(clocks)}, or --steps "
                 f"{self.steps} if that ends first (whichever is furthest along drives it)")
-
-
-def parse_duration(text: str | float, flag: str) -> float:
-    """Seconds in "90", "90s", "30m", "2h", "1h30m" (or a number)."""
-    value = str(text).strip().lower()
-    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", value)
-    if not value or match is None:
-        raise ConfigError(f"{flag} {text!r}: expected seconds or a duration like 30m, 2h, 1h30m")
-    h, m, sec = (float(g) if g else 0.0 for g in match.groups())
-    seconds = 3600 * h + 60 * m + sec
-    if seconds <= 0:
-        raise ConfigError(f"{flag} {text!r}: must be more than 0")
-    return seconds
 
 
 # --------------------------------------------------------------------------------------------- setup
@@ -400,7 +388,7 @@ def check_run_dir_matches(run: Run) -> None:
         saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
         if saved_config != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
-        changed = changed_recipe(before.get("train", {}), now["train"])
+        changed = changed_fields(before.get("train", {}), now["train"], RECIPE_FIELDS)
         if changed:
             raise TrainingError(f"{path}: this run was made with " + ", ".join(changed) + "; a resume restores the "
                                 "saved optimizer, schedule and data stream, so the new values would be ignored or "
@@ -419,13 +407,6 @@ RECIPE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", 
                  "seed")
 
 
-def changed_recipe(saved: dict, now: dict) -> list[str]:
-    """'--lr 0.01 (now 0.02)' for each recipe field whose recorded value differs (fields a run recorded before
-    they existed are not compared)."""
-    return [f"--{k.replace('_', '-')} {saved[k]} (now {now[k]})" for k in RECIPE_FIELDS
-            if k in saved and saved[k] != now[k]]
-
-
 def resume_from(run: Run) -> None:
     """Restore the checkpoint this run continues from (if any), then drop logged lines past its step, so the
     metrics log never holds a step twice (also after a crash before the first save)."""
@@ -439,7 +420,7 @@ def resume_from(run: Run) -> None:
         if d.main:
             cleanup_incomplete(run_dir)
         # Rank 0 picks the newest checkpoint that verifies and every rank loads that one (not each its own newest).
-        found = on_all_ranks(d, lambda: newest_verified(run_dir) if d.main else None)
+        found = on_all_ranks(d, lambda: newest_verified(run_dir, "litebert pretrain") if d.main else None)
         ckpt = d.broadcast(found[0] if found else None)
         if ckpt is not None:
             restore(run, ckpt, *on_all_ranks(d, lambda: found[1:] if d.main else read_checkpoint(ckpt)))
@@ -450,46 +431,13 @@ def resume_from(run: Run) -> None:
         truncate_metrics(run_dir / "metrics.jsonl", run.step)
 
 
-def read_checkpoint(ckpt: Path) -> tuple[Any, dict[str, torch.Tensor]]:
-    """(training state, weights) of a checkpoint. Every file is checked against the sha256 its COMMIT records as it
-    is read, and the state and weights are loaded from the bytes that were checked (one read of each file)."""
-    blobs = read_verified(ckpt, ("trainer_state.pt", "model.safetensors"))
-    state = load_state(ckpt / "trainer_state.pt", blobs.pop("trainer_state.pt"))
-    _, _, weights, _ = read_model_state(ckpt, blobs.pop("model.safetensors"))
-    return state, weights
-
-
-def newest_verified(run_dir: Path) -> tuple[Path, Any, dict[str, torch.Tensor]] | None:
-    """(checkpoint, state, weights) of the newest checkpoint that reads and verifies, or None when there is none;
-    a damaged one (a changed byte, an unreadable file) is skipped with the reason on stderr. Damage everywhere is
-    an error, not a silent fresh start."""
-    skipped = []
-    for ckpt in reversed(checkpoint_dirs(run_dir)):
-        try:
-            state, weights = read_checkpoint(ckpt)
-        except CheckpointError as e:
-            skipped.append(ckpt.name)
-            print(f"litebert pretrain: skipping {ckpt.name}: {e}", file=sys.stderr)
-            continue
-        if skipped:
-            print(f"litebert pretrain: {', '.join(skipped)} did not verify; resuming from {ckpt.name} instead",
-                  file=sys.stderr)
-        return ckpt, state, weights
-    if skipped:
-        raise CheckpointError(f"{run_dir}: none of its checkpoints verifies ({', '.join(skipped)}; reasons above); "
-                              "move them away to start over, or use another --out")
-    return None
-
-
 def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) -> None:
     """Put a checkpoint's weights, optimizer, schedule, data position and RNG into `run`, or refuse one that does
     not fit this run (another optimizer, model shape or --steps), naming the file."""
     cfg, d = run.cfg, run.d
     state_file = ckpt / "trainer_state.pt"
-    missing = [k for k in ("step", "optimizer", "scheduler", "scaler", "data", "rng", "world_size", "nan_skipped")
-               if not isinstance(state, dict) or k not in state]
-    if missing:
-        raise CheckpointError(f"{state_file}: not a litebert pretraining state (missing {missing})")
+    check_state_keys(ckpt, state, ("step", "optimizer", "scheduler", "scaler", "data", "rng", "world_size",
+                                   "nan_skipped"), "a litebert pretraining state")
     saved_step = int(state["step"])
     if saved_step > cfg.steps:
         # The loop would not run and the "result" would be a longer run's model, silently.
@@ -514,33 +462,18 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
     if saved_optimizer != cfg.optimizer:
         raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
                               f"{cfg.optimizer}; resume with --optimizer {saved_optimizer} or use a new --out")
-    check_state_dict(run.raw_model.state_dict(), weights, ckpt / "model.safetensors")
-    run.raw_model.load_state_dict(weights, strict=True)
-    try:
-        run.optimizer.load_state_dict(state["optimizer"])
-        run.scheduler.load_state_dict(state["scheduler"])
-        run.scaler.load_state_dict(state["scaler"])
-    except (KeyError, ValueError, TypeError, RuntimeError) as e:
-        raise CheckpointError(f"{state_file}: its optimizer/scheduler state does not fit this run ({e}); resume "
-                              f"with the --optimizer and model it was saved with, or use a new --out") from None
+    restore_training(ckpt, state, weights, run.raw_model, run.optimizer, run.scheduler, run.scaler,
+                     "resume with the --optimizer and model it was saved with, or use a new --out")
     run.step, run.nan_skipped = saved_step, int(state["nan_skipped"])
     run.tokens = float(state.get("tokens", 0.0))
     if run.schedule == "budget":
         run.clock_before = run.elapsed = float(state.get("budget_elapsed", 0.0))
     saved_micro = int(state.get("micro_batch_size", cfg.micro_batch_size))
     if run.stream.load_state_dict(state["data"], saved_micro, int(state["world_size"])):
-        torch.set_rng_state(state["rng"][d.rank])
+        restore_rng(state["rng"][d.rank])
     else:  # another sharding: the data continues the epoch (BatchStream), the RNG cannot continue
         torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
     run.resumed_from = ckpt  # said once the run directory's record accepts the resume (check_run_dir_matches)
-
-
-def make_run_dir(run_dir: Path) -> None:
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CheckpointError(f"--out {run_dir}: cannot create it ({e.strerror or e}); choose a writable "
-                              "directory") from None
 
 
 # --------------------------------------------------------------------------------------------- one step
@@ -690,7 +623,7 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
 def save(run: Run) -> Path | None:
     """A complete checkpoint-STEP/ or nothing: the model in HF layout, tokenizer, trainer state, RNG per rank."""
     d = run.d
-    rng = [torch.get_rng_state()]
+    rng = [rng_state()]
     if d.world > 1:
         gathered: list[Any] = [None] * d.world
         dist.all_gather_object(gathered, rng[0])
@@ -702,20 +635,10 @@ def save(run: Run) -> Path | None:
                  "world_size": d.world, "micro_batch_size": run.cfg.micro_batch_size,
                  "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped, "tokens": run.tokens,
                  "schedule": run.schedule, "budget_elapsed": run.elapsed if run.schedule == "budget" else 0.0}
-        writers = {**model_files(run.raw_model), **run_tokenizer(run).files()}
-        writers["trainer_state.pt"] = lambda p: save_state(p, state)
-        writers = with_file_faults(writers, run.step)
-        path = save_checkpoint(run.cfg.out, run.step, writers, keep=run.cfg.keep)
+        files = {**model_files(run.raw_model), **run_tokenizer(run).files()}
+        path = save_run_checkpoint(run.cfg.out, run.step, files, state, keep=run.cfg.keep)
     d.barrier()
     return path
-
-
-def last_checkpoint(run_dir: str | Path) -> str:
-    """What a stopped run leaves to resume from, for its error message."""
-    latest = find_latest_checkpoint(run_dir)
-    if latest is None:
-        return "no checkpoint was saved yet (a rerun starts over)"
-    return f"the last checkpoint, {latest.name}, is intact"
 
 
 def run_tokenizer(run: Run):
@@ -768,8 +691,7 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
     lock = None
     try:
         if int(os.environ.get("RANK", "0")) == 0:
-            check_output(cfg.out)
-            lock = lock_dir(cfg.out, f"--out {cfg.out}")
+            lock = take_run_dir(cfg.out)
         with TermSignal() as term:
             return run_pretraining(cfg, term)
     except BaseException as e:
@@ -883,14 +805,12 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
             save(run)
         if stop:
             if d.main:
-                say(f"stopping at step {run.step} of {cfg.steps}: {stop}; checkpoint-{run.step} saved (resume "
-                    "with a larger budget to go on)")
+                say(stopping_line(run.step, cfg.steps, stop))
             break
         if run.step < cfg.steps and terminated:
             if not saved:
                 save(run)
-            raise Terminated(f"SIGTERM: stopped after step {run.step} and saved checkpoint-{run.step} in {cfg.out}; "
-                             "run the same command again (--resume auto) to continue")
+            raise sigterm_error(run.step, cfg.out, "run the same command again (--resume auto) to continue")
     if health_batch is not None and is_collapsed(last):  # never hand over a collapsed model silently
         warn_collapsed(last, f"{cfg.out}: the final model (step {run.step})")
     # A rerun of a finished run trains nothing: its final evaluation is in the log already.
@@ -924,12 +844,9 @@ def stop_signals(run: Run, session: float, sigterm: bool) -> tuple[str, bool, fl
     seconds spent, earlier sessions included), the same on every rank. Under DDP they are agreed in one all-reduce
     per step: clocks differ between ranks, so rank 0's clock decides, and a SIGTERM on any rank stops them all
     after the same step."""
-    cfg, why = run.cfg, ""
+    cfg = run.cfg
     elapsed = run.clock_before + session
-    if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
-        why = f"--max-time {cfg.max_time} reached"
-    elif cfg.max_tokens is not None and run.tokens >= cfg.max_tokens:
-        why = f"--max-tokens {cfg.max_tokens:,} reached ({run.tokens:,.0f} tokens)"
+    why = budget_reached(elapsed, cfg.max_time, cfg.max_seconds, run.tokens, cfg.max_tokens, "tokens")
     if run.d.world == 1:
         return why, sigterm, elapsed
     # [rank 0's budget, any SIGTERM, rank 0's clock]

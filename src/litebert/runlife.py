@@ -1,38 +1,77 @@
-"""What pretraining and fine-tuning runs share about their run directory's life: SIGTERM as a flag the loop
-checks after each step (it saves and stops), and the metrics log cut back to the step a run resumes from.
+"""A training run's directory, from start to stop: what `pretrain` and `finetune` share.
 
-(The lock is files.lock_dir; atomic checkpoints are checkpoint.save_checkpoint.)
+    take the run dir        check_output + the lock (files.lock_dir): one process per --out
+    fresh or resume         newest_verified / read_checkpoint (every file checked against its COMMIT),
+                            changed_fields (the recipe check, naming each changed flag), truncate_metrics
+    save                    save_run_checkpoint: weights (safetensors) + training state with every RNG state
+                            (rng_state: python `random`, numpy, torch CPU, CUDA when present), written atomically
+                            (checkpoint.save_checkpoint) and loaded with torch.load(weights_only=True)
+    restore                 restore_training (weights, optimizer, schedule), restore_rng
+    stop                    budgets (parse_duration, budget_reached, stopping_line) and SIGTERM (TermSignal,
+                            sigterm_error): finish the step, save, exit with one line
+
+What differs stays with each trainer: pretraining's data stream, torchrun agreement and budget schedule
+(pretrain.py); fine-tuning's batch queue, best/ and --overwrite rule (finetune.py).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import random
+import re
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
-from litebert.files import atomic_write
+from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
+                                 save_checkpoint, save_state)
+from litebert.errors import CheckpointError, ConfigError, Terminated
+from litebert.faults import with_file_faults
+from litebert.files import OutputLock, atomic_write, check_output, lock_dir
+
+STATE_FILE = "trainer_state.pt"
+WEIGHTS_FILE = "model.safetensors"
 
 
-class TermSignal:
-    """SIGTERM (what schedulers send before preemption) only raises a flag here; the loop finishes the step it
-    is in, saves a checkpoint and stops (exit code 143). Installed only from the main thread (Python's rule)."""
+# --------------------------------------------------------------------------------------------- the run directory
 
-    def __init__(self):
-        self.received, self.previous = False, None
 
-    def __enter__(self) -> TermSignal:
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, self._on_term)
-        return self
+def take_run_dir(out: str | Path) -> OutputLock:
+    """Prove --out writable and lock it (DIR/.lock and DIR itself): a second process on it is refused, naming this
+    one's pid. Release the returned lock when the run ends (the kernel drops it if the process dies)."""
+    out = check_output(out)
+    return lock_dir(out, f"--out {out}")
 
-    def _on_term(self, signum, frame) -> None:
-        self.received = True
 
-    def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
+def holding_run_dir(out_of: Callable) -> Callable:
+    """Decorator for a function that writes a run directory: `take_run_dir(out_of(*args))` before it runs, released
+    when it returns or raises."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def locked(*args, **kwargs):
+            with take_run_dir(out_of(*args, **kwargs)):
+                return fn(*args, **kwargs)
+        return locked
+    return wrap
+
+
+def make_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CheckpointError(f"--out {run_dir}: cannot create it ({e.strerror or e}); choose a writable "
+                              "directory") from None
+
+
+def changed_fields(saved: Mapping, now: Mapping, fields: Iterable[str]) -> list[str]:
+    """'--lr 0.01 (now 0.02)' for each of `fields` whose recorded value differs (fields a run recorded before they
+    existed are not compared): what a resume with another recipe is refused with."""
+    return [f"--{k.replace('_', '-')} {saved[k]} (now {now[k]})" for k in fields
+            if k in saved and k in now and saved[k] != now[k]]
 
 
 def truncate_metrics(path: Path, step: int) -> None:
@@ -54,3 +93,178 @@ def truncate_metrics(path: Path, step: int) -> None:
         print(f"litebert: {path}: dropped {torn} unreadable line(s) (a write cut short)", file=sys.stderr)
 
     atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------------------------- RNG
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global generator a training step may draw from: python `random`, numpy's legacy global, torch's CPU
+    generator (dropout on the CPU) and each CUDA device's (dropout on a GPU). Plain containers, ints and tensors
+    only, so torch.load(weights_only=True) reads it back (numpy's 624-word key as an int64 tensor)."""
+    import numpy as np
+    import torch
+
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = torch.from_numpy(numpy_state["state"]["key"].astype(np.int64))
+    return {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state(),
+            # a process that never touched CUDA drew nothing there (and asking would start a CUDA context)
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None}
+
+
+def restore_rng(saved: Any) -> None:
+    """Put back what `rng_state` saved. An older checkpoint's bare torch CPU state (a uint8 tensor) restores that
+    generator alone; CUDA states are restored when this machine has as many devices (a GPU run resumed on the CPU
+    draws nothing from them)."""
+    import numpy as np
+    import torch
+
+    if isinstance(saved, torch.Tensor):
+        torch.set_rng_state(saved)
+        return
+    random.setstate(_as_tuples(saved["python"]))
+    numpy_state = {**saved["numpy"], "state": dict(saved["numpy"]["state"])}
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].numpy().astype(np.uint32)
+    np.random.set_state(numpy_state)
+    torch.set_rng_state(saved["torch"])
+    cuda = saved.get("cuda")
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _as_tuples(state: Any) -> Any:
+    """random.setstate wants the tuples getstate gave (torch.load may hand back lists)."""
+    return tuple(_as_tuples(x) for x in state) if isinstance(state, (list, tuple)) else state
+
+
+# --------------------------------------------------------------------------------------------- save and restore
+
+
+def save_run_checkpoint(out: str | Path, step: int, files: Mapping[str, Callable[[Path], None]], state: dict,
+                        keep: int | None) -> Path:
+    """checkpoint-STEP/ in `out`, complete or not at all (checkpoint.save_checkpoint): the model's `files`
+    (pretrained.model_files: safetensors weights and config; a tokenizer's files too) and the training `state`
+    (save_state: refused before anything is written if torch.load(weights_only=True) could not read it back).
+    Older checkpoints beyond `keep` are removed once this one is committed."""
+    writers = {**files, STATE_FILE: lambda path: save_state(path, state)}
+    return save_checkpoint(out, step, with_file_faults(writers, step), keep=keep)
+
+
+def read_checkpoint(ckpt: Path) -> tuple[Any, dict]:
+    """(training state, weights) of a checkpoint. Every file is checked against the sha256 its COMMIT records as it
+    is read, and the state and weights are loaded from the bytes that were checked (one read of each file)."""
+    from litebert.pretrained import read_model_state
+
+    blobs = read_verified(ckpt, (STATE_FILE, WEIGHTS_FILE))
+    state = load_state(ckpt / STATE_FILE, blobs.pop(STATE_FILE))
+    _, _, weights, _ = read_model_state(ckpt, blobs.pop(WEIGHTS_FILE))
+    return state, weights
+
+
+def newest_verified(run_dir: Path, who: str) -> tuple[Path, Any, dict] | None:
+    """(checkpoint, state, weights) of the newest checkpoint that reads and verifies, or None when there is none;
+    a damaged one (a changed byte, an unreadable file) is skipped with the reason on stderr (`who`: "litebert
+    pretrain"). Damage everywhere is an error, not a silent fresh start."""
+    skipped = []
+    for ckpt in reversed(checkpoint_dirs(run_dir)):
+        try:
+            state, weights = read_checkpoint(ckpt)
+        except CheckpointError as e:
+            skipped.append(ckpt.name)
+            print(f"{who}: skipping {ckpt.name}: {e}", file=sys.stderr)
+            continue
+        if skipped:
+            print(f"{who}: {', '.join(skipped)} did not verify; resuming from {ckpt.name} instead", file=sys.stderr)
+        return ckpt, state, weights
+    if skipped:
+        raise CheckpointError(f"{run_dir}: none of its checkpoints verifies ({', '.join(skipped)}; reasons above); "
+                              "move them away to start over, or use another --out")
+    return None
+
+
+def check_state_keys(ckpt: Path, state: Any, keys: Iterable[str], what: str) -> None:
+    """Refuse a training state that lacks what this trainer saves (`what`: "a litebert pretraining state")."""
+    missing = [k for k in keys if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise CheckpointError(f"{ckpt / STATE_FILE}: not {what} (missing {missing})")
+
+
+def restore_training(ckpt: Path, state: dict, weights: dict, model, optimizer, scheduler, scaler=None,
+                     hint: str = "use a new --out") -> None:
+    """Load a checkpoint's weights (every tensor checked against the model first), optimizer, schedule and (AMP)
+    scaler into place, or refuse one that does not fit this run, naming the file; `hint` says what to do then."""
+    check_state_dict(model.state_dict(), weights, ckpt / WEIGHTS_FILE)
+    model.load_state_dict(weights, strict=True)
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if scaler is not None:
+            scaler.load_state_dict(state["scaler"])
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"{ckpt / STATE_FILE}: its optimizer/scheduler state does not fit this run ({e}); "
+                              f"{hint}") from None
+
+
+def last_checkpoint(run_dir: str | Path) -> str:
+    """What a stopped run leaves to resume from, for its error message."""
+    latest = find_latest_checkpoint(run_dir)
+    if latest is None:
+        return "no checkpoint was saved yet (a rerun starts over)"
+    return f"the last checkpoint, {latest.name}, is intact"
+
+
+# --------------------------------------------------------------------------------------------- stopping
+
+
+def parse_duration(text: str | float, flag: str) -> float:
+    """Seconds in "90", "90s", "30m", "2h", "1h30m" (or a number)."""
+    value = str(text).strip().lower()
+    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", value)
+    if not value or match is None:
+        raise ConfigError(f"{flag} {text!r}: expected seconds or a duration like 30m, 2h, 1h30m")
+    h, m, sec = (float(g) if g else 0.0 for g in match.groups())
+    seconds = 3600 * h + 60 * m + sec
+    if seconds <= 0:
+        raise ConfigError(f"{flag} {text!r}: must be more than 0")
+    return seconds
+
+
+def budget_reached(elapsed: float, max_time: str | float | None, max_seconds: float | None,
+                   done: float = 0.0, limit: int | None = None, unit: str = "tokens") -> str:
+    """Why a budget stops the run now ("--max-time 2h reached", "--max-tokens 1,200 reached (1,536 tokens)"), or
+    "" while it does not: `elapsed` seconds against --max-time, `done` units against --max-UNIT `limit`."""
+    if max_seconds is not None and elapsed >= max_seconds:
+        return f"--max-time {max_time} reached"
+    if limit is not None and done >= limit:
+        return f"--max-{unit} {limit:,} reached ({done:,.0f} {unit})"
+    return ""
+
+
+def stopping_line(step: int, steps: int, why: str, go_on: str = "resume with a larger budget to go on") -> str:
+    """The one line a run stopped by its budget ends with."""
+    return f"stopping at step {step} of {steps}: {why}; checkpoint-{step} saved ({go_on})"
+
+
+def sigterm_error(step: int, out: str | Path, rerun: str = "run the same command again to resume") -> Terminated:
+    """The error a SIGTERMed run exits with (143), after saving checkpoint-STEP: one line, no traceback."""
+    return Terminated(f"SIGTERM: stopped after step {step} and saved checkpoint-{step} in {out}; {rerun}")
+
+
+class TermSignal:
+    """SIGTERM (what schedulers send before preemption) only raises a flag here; the loop finishes the step it
+    is in, saves a checkpoint and stops (exit code 143). Installed only from the main thread (Python's rule)."""
+
+    def __init__(self):
+        self.received, self.previous = False, None
+
+    def __enter__(self) -> TermSignal:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._on_term)
+        return self
+
+    def _on_term(self, signum, frame) -> None:
+        self.received = True
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)

@@ -47,9 +47,22 @@ def args(setup, out, **extra):
     return ["finetune", "sst-2"] + [x for k, v in opts.items() for x in (f"--{k}", str(v))]
 
 
-def test_sigterm_saves_and_a_rerun_resumes_bit_exactly(setup, tmp_path):
-    straight = run_litebert(args(setup, tmp_path / "straight"))
-    assert straight.returncode == 0, straight.stderr[-3000:]
+@pytest.fixture(scope="module")
+def straight(setup, tmp_path_factory):
+    """The run made in one go, that the interrupted ones must end equal to."""
+    out = tmp_path_factory.mktemp("straight") / "run"
+    done = run_litebert(args(setup, out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def metrics(run_dir):
+    """metrics.jsonl without the wall-clock field."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k != "elapsed"} for r in rows]
+
+
+def test_sigterm_saves_and_a_rerun_resumes_bit_exactly(setup, straight, tmp_path):
 
     run = tmp_path / "run"
     proc = start(args(setup, run), fault="stop:3")  # step 3 is between two evaluations (2 and 4)
@@ -69,11 +82,9 @@ def test_sigterm_saves_and_a_rerun_resumes_bit_exactly(setup, tmp_path):
     resumed = run_litebert(args(setup, run))  # today: refused without --overwrite
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resumed from {run / 'checkpoint-3'} at step 3" in resumed.stderr
-    assert_same_weights(run / "checkpoint-6", tmp_path / "straight" / "checkpoint-6")
-    assert_same_weights(run / "best", tmp_path / "straight" / "best")
-    metrics = lambda d: [json.loads(line) for line in (d / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
-    strip = lambda rows: [{k: v for k, v in r.items() if k != "elapsed"} for r in rows]  # noqa: E731
-    assert strip(metrics(run)) == strip(metrics(tmp_path / "straight"))  # every step once, the same values
+    assert_same_weights(run / "checkpoint-6", straight / "checkpoint-6")
+    assert_same_weights(run / "best", straight / "best")
+    assert metrics(run) == metrics(straight)  # every step once, the same values
 
     again = run_litebert(args(setup, run))  # finished: refused as before
     assert again.returncode == 2 and "already holds a fine-tuning run" in again.stderr
@@ -92,3 +103,27 @@ def test_a_resume_with_another_recipe_is_refused(setup, tmp_path):
     other = run_litebert(args(setup, run, lr=2e-3))
     assert other.returncode == 2
     assert "was made with --lr 0.001 (now 0.002)" in other.stderr and "Traceback" not in other.stderr
+
+
+def test_max_time_stops_with_a_checkpoint_and_the_same_command_goes_on_bit_exactly(setup, straight, tmp_path):
+    """--max-time (pretrain's parser and stop line): the run stops after the step that crosses it, saves that step,
+    exits 0 with one line and no result.json; the same command without the budget resumes and ends with the
+    weights, best/ and log of the run made in one go (dropout 0.1 in the encoder and before the head: the resume
+    must put the generator dropout draws from back where it was)."""
+    run = tmp_path / "run"
+    stopped = run_litebert(args(setup, run, **{"max-time": "0.001"}))  # crossed by the first step
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    assert "stops after step 6 or at --max-time 0.001 of this session, whichever comes first" in stopped.stderr
+    last = stopped.stderr.strip().splitlines()[-1]
+    assert last == ("stopping at step 1 of 6: --max-time 0.001 reached; checkpoint-1 saved (the same command with "
+                    "a larger --max-time, or none, goes on)"), stopped.stderr[-2000:]
+    assert json.loads(stopped.stdout)["stopped"] == "--max-time 0.001 reached"
+    assert (run / "checkpoint-1" / "COMMIT").is_file() and not (run / "result.json").exists()
+
+    resumed = run_litebert(args(setup, run))  # the budget may change on resume
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resumed from {run / 'checkpoint-1'} at step 1" in resumed.stderr
+    assert_same_weights(run / "checkpoint-6", straight / "checkpoint-6")
+    assert_same_weights(run / "best", straight / "best")
+    assert metrics(run) == metrics(straight)
+    assert json.loads((run / "result.json").read_text())["steps"] == 6
