@@ -242,6 +242,25 @@ def test_a_run_that_predicts_one_class_says_so(tmp_path, english_model, capsys):
     assert scores["single_class_prediction"] in ("a", "b") and scores["accuracy"] == 0.5
 
 
+def test_a_run_that_picks_one_option_says_so(tmp_path, english_model, capsys):
+    # The four options of every question are the same text, so the model scores them equally and every pick is
+    # the first option: the choice family's collapse ("one option") is what the run and evaluate must report.
+    obj = {"article": "The cat sat on the mat and looked at the door for a long time.", "id": "x.txt",
+           "questions": [f"What did the cat do {i}?" for i in range(6)],
+           "options": [["it sat on the mat"] * 4 for _ in range(6)], "answers": list("ABCDAB")}
+    for split in ("train", "dev"):
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "x.txt").write_text(json.dumps(obj))
+    result = finetune(FinetuneConfig(task="race", model=str(english_model), data=str(tmp_path),
+                                     out=str(tmp_path / "run"), steps=2, batch_size=2, max_seq_length=64,
+                                     precision="fp32", lr=1e-4, log_every=1))
+    assert "every dev prediction" in result["warnings"][0] and "option A" in result["warnings"][0]
+    assert "WARNING: every dev prediction" in capsys.readouterr().err
+    scores = evaluate("race", tmp_path / "run", tmp_path, max_seq_length=64)
+    assert scores["collapse"] == "one option" and scores["single_option"] == "A"
+    assert scores["accuracy"] == 2 / 6  # answers A, A of six
+
+
 def test_a_rerun_into_a_finished_run_is_refused_unless_overwrite(tmp_path, english_model, capsys):
     # Before: the second run appended its records to the first run's metrics.jsonl and kept the old best/ until
     # the new run beat its score, so a plot or `evaluate` mixed two runs without a word.
