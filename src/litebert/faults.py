@@ -2,7 +2,7 @@
 step, a SIGKILL, a SIGSTOP, an allocation no machine can serve, a NaN loss, a death between two checkpoint files.
 
 Driven by the environment variable LITEBERT_FAULT (docs/reliability.md has the table); when it is unset every hook
-returns at once. The training loop calls the hooks; nothing else in the library reads the variable.
+returns at once. The training loops and `data build` call the hooks; nothing else in the library reads the variable.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = None) -> None:
@@ -25,6 +27,8 @@ def inject_fault(kind: str, step: int, rank: int, loss: torch.Tensor | None = No
     if kind == "stop":  # the test acts on the stopped process (a real fault: a full disk, SIGTERM), then SIGCONTs it
         os.kill(os.getpid(), signal.SIGSTOP)
     elif kind == "oom":  # a real allocator failure: far more memory than any machine has
+        import torch  # (here: `data build` calls the hooks too, and does not otherwise import torch)
+
         torch.empty(1 << 62, dtype=torch.uint8, device=loss.device if loss is not None else "cpu")
     elif kind == "nan_loss" and loss is not None:
         loss.mul_(float("nan"))  # recorded by autograd, so the gradients turn NaN too (as with a real overflow)

@@ -207,12 +207,9 @@ class OutputLock:
                 time.sleep(0.2)  # the holder died; the children it forked still hold the lock for a moment
         if self.directory is not None:
             try:
-                self.dir_fd = os.open(self.directory, os.O_RDONLY)
-                fcntl.flock(self.dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.dir_fd = hold_dir(self.directory)
             except BlockingIOError:  # held by a process whose lock file was deleted
-                os.close(self.dir_fd)
                 os.close(fd)
-                self.dir_fd = None
                 raise self._in_use("", self.directory) from None
         self.fd = fd
         try:
@@ -274,6 +271,37 @@ def pid_alive(pid: int) -> bool:
         return True
     return True
 
+
+
+def hold_dir(directory: str | os.PathLike) -> int | None:
+    """An exclusive flock(2) on the directory itself, for as long as the returned descriptor is open (close it to
+    let go; the kernel drops it when the holder dies). A directory holding the work cannot be deleted without
+    deleting the work, so this lock, unlike a lock file's, cannot vanish under its holder. BlockingIOError when
+    another process holds it; None where there is no flock (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def dir_is_held(directory: str | os.PathLike) -> bool:
+    """Whether another process holds `hold_dir(directory)` now (a directory that is gone is not held)."""
+    try:
+        fd = hold_dir(directory)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    if fd is not None:
+        os.close(fd)
+    return False
 
 
 def lock_dir(directory: str | os.PathLike, what: str | None = None) -> OutputLock:

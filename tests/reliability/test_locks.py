@@ -82,3 +82,35 @@ def test_the_lock_dies_with_its_holder(tiny_data, tmp_path):
     holder.wait()
     built = build_store([store.parent / "corpus.txt"], tokenizer, tmp_path / "out", workers=1)
     assert built.num_documents("train") > 0
+
+
+def build_args(tiny_data, out) -> list[str]:
+    store = tiny_data[0]
+    return ["data", "build", "--input", str(store.parent / "corpus.txt"), "--tokenizer", str(tiny_data[1]),
+            "--out", str(out), "--workers", "1", "--quiet"]
+
+
+def test_a_deleted_store_lock_file_does_not_let_a_second_build_in(tiny_data, tmp_path, capsys):
+    """A real `data build` holds the store's lock (stopped by LITEBERT_FAULT=stop:0 once its locks are taken); its
+    .STORE.lock file is then really deleted. A second build of that store is still refused (before: it locked a new
+    file and built alongside), while a build of another store in the same folder goes ahead; the first build then
+    finishes with a store equal to one built alone."""
+    from litebert.data.store import TokenStore
+
+    out = tmp_path / "out"
+    first = start(build_args(tiny_data, out), fault="stop:0")
+    try:
+        wait_stopped(first)
+        (tmp_path / ".out.lock").unlink()
+        assert cli_main(build_args(tiny_data, out)) == 2
+        err = capsys.readouterr().err
+        assert f"--out {out}: in use by another litebert process (pid {first.pid}" in err and "Traceback" not in err
+        assert cli_main(build_args(tiny_data, tmp_path / "other")) == 0  # another store: not blocked
+        os.kill(first.pid, signal.SIGCONT)
+        done = finish(first)
+    finally:
+        kill_tagged(first.tag)
+    assert done.returncode == 0, done.stderr[-3000:]
+    built, alone = TokenStore.open(out), TokenStore.open(tmp_path / "other")
+    assert built.content_fingerprint == alone.content_fingerprint
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith((".out.tmp-", ".out.old-"))]

@@ -19,6 +19,7 @@ is written last), so a crash never leaves a store that opens.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -40,8 +41,9 @@ import numpy as np
 from litebert.data.corpus import Chunk, CorpusReader, split_sentences
 from litebert.data.draws import GOLDEN, mix64, to_unit
 from litebert.errors import CorpusError, OutputError, TokenizerError
-from litebert.files import (DISK_ERRNOS, OutputLock, check_output, disk_error, fsync_dir, pid_alive, read_json,
-                            reason, sha256_file)
+from litebert.faults import inject_fault
+from litebert.files import (DISK_ERRNOS, OutputLock, check_output, dir_is_held, disk_error, fsync_dir, hold_dir,
+                            pid_alive, read_json, reason, sha256_file)
 
 FORMAT = "litebert-token-store"
 VERSION = 1
@@ -435,12 +437,9 @@ def build_store(
     dtype = token_dtype(tok.vocab_size)
 
     # One build per --out at a time: the lock sits beside the store, which is replaced by a rename.
-    with OutputLock(out.parent / f".{out.name}.lock", f"--out {out}"):
-        _remove_stale_temps(out)
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
+    with OutputLock(out.parent / f".{out.name}.lock", f"--out {out}"), _build_folder(out) as tmp:
         try:
+            inject_fault("stop", 0, 0)  # (tests: a build that has taken its locks stops here)
             writer = _StoreWriter(tmp, dtype, seed, validation_fraction, min_doc_tokens, min_doc_sentences,
                                   shard_tokens, doc_offset)
             # one worker: tokenize in this process with the tokenizer already loaded; more: each worker loads it
@@ -494,14 +493,49 @@ def build_store(
     return store
 
 
-def _remove_stale_temps(out: Path) -> list[Path]:
-    """Remove the temp and set-aside folders (.OUT.tmp-PID, .OUT.old-PID) of builds whose process is gone (killed
-    mid-build); the caller holds the store's lock, and a live pid's folder is left alone."""
+@contextlib.contextmanager
+def _build_folder(out: Path) -> Iterator[Path]:
+    """The build's temp folder .OUT.tmp-PID, flocked (files.hold_dir) while the build runs; the caller holds the
+    lock file .OUT.lock.
+
+    The lock file can be deleted under a running build (a tmp cleaner, a hand clean-up), and a second build would
+    then lock a new one. Its temp folder cannot be deleted without wrecking the build itself, so a build also
+    refuses to start while another build's temp folder of the same store is held. It takes its own first, so two
+    builds that both got past the lock file see each other. Other stores' builds in the same parent are not
+    touched (their folders have other names)."""
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    held = hold_dir(tmp)
+    try:
+        others = [p for p in _build_folders(out) if p != tmp and dir_is_held(p)]
+        if others:
+            pid = others[0].name.rsplit("-", 1)[1]
+            raise OutputError(f"--out {out}: in use by another litebert process (pid {pid}, which holds "
+                              f"{others[0]}); wait for it to finish or choose another output")
+        _remove_stale_temps(out)
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def _build_folders(out: Path) -> list[Path]:
+    """The temp and set-aside folders (.OUT.tmp-PID, .OUT.old-PID) of builds of `out`."""
     pattern = re.compile(rf"^\.{re.escape(out.name)}\.(tmp|old)-(\d+)$")
+    return [entry for entry in out.parent.iterdir()
+            if pattern.match(entry.name) and entry.is_dir() and not entry.is_symlink()]
+
+
+def _remove_stale_temps(out: Path) -> list[Path]:
+    """Remove the temp and set-aside folders of builds whose process is gone (killed mid-build); the caller holds
+    the store's lock, and a live pid's folder (or one still held) is left alone."""
     removed = []
-    for entry in out.parent.iterdir():
-        match = pattern.match(entry.name)
-        if match and entry.is_dir() and not entry.is_symlink() and not pid_alive(int(match.group(2))):
+    for entry in _build_folders(out):
+        if not pid_alive(int(entry.name.rsplit("-", 1)[1])) and not dir_is_held(entry):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
