@@ -139,3 +139,25 @@ def test_approx_tokens_grows_with_text():
     assert approx_tokens("word") < approx_tokens("word " * 40)
     assert approx_tokens(("a b", "c d e f")) == approx_tokens("a b") + approx_tokens("c d e f")
     assert approx_tokens({"question": "why?", "context": "because " * 10}) > approx_tokens("because " * 10)
+
+
+def test_requests_cancelled_while_queued_never_reach_the_model():
+    """A call holds the model; five requests queue behind it and three are cancelled (their clients left): the next
+    round runs the other two only, and the batcher counts the three items it dropped."""
+    async def main():
+        b = await started(Batcher(Recorder(seconds=0.3), max_wait=5.0, length=None))
+        busy = asyncio.ensure_future(b.submit(["busy"], {}))
+        await asyncio.sleep(0.05)  # "busy" is in the model now
+        queued = [asyncio.ensure_future(b.submit([f"q{i}"], {})) for i in range(5)]
+        await asyncio.sleep(0.05)
+        for i in (0, 2, 3):
+            queued[i].cancel()
+        kept = await asyncio.gather(busy, queued[1], queued[4])
+        await b.close()
+        return kept, [q.cancelled() for q in queued], b
+
+    kept, cancelled, b = run(main())
+    assert kept == [["BUSY"], ["Q1"], ["Q4"]]
+    assert cancelled == [True, False, True, True, False]
+    assert b.fn.calls == [["busy"], ["q1", "q4"]]
+    assert (b.items, b.dropped) == (3, 3)

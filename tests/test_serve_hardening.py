@@ -282,3 +282,77 @@ def test_a_request_cut_off_by_the_graceful_shutdown_limit_gets_a_json_503(model_
             proc.kill()
             proc.wait(30)
         log.close()
+
+
+def test_past_max_connections_the_503_has_the_documented_shape(model_dir, tmp_path):
+    """Three clients hold connections by dripping a request head that never ends (the app cannot see them: a
+    request starts only once its head is complete); a fourth connection's request is answered 503 in the JSON
+    shape. Today: uvicorn's plain-text "Service Unavailable". Once they leave, requests are served again."""
+    proc, url, log = _start_server(model_dir, tmp_path / "serve.log", "--max-connections", "3")
+    port = int(url.rsplit(":", 1)[1])
+    drips = []
+    try:
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\n")  # ... and nothing more
+            drips.append(s)
+        time.sleep(0.5)
+        r = httpx.get(url + "/health", timeout=10)
+        assert r.status_code == 503 and "--max-connections" in _shape(r)["error"], r.text
+        assert r.headers.get("connection") == "close"
+        r = httpx.post(url + "/predict", json={"inputs": [{"text": "a fine film"}]}, timeout=10)
+        assert r.status_code == 503 and _shape(r)
+        for s in drips:
+            s.close()
+        deadline = time.monotonic() + 10
+        while (r := httpx.post(url + "/predict", json={"inputs": [{"text": "a fine film"}]}, timeout=10)
+               ).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.2)  # uvicorn notices the closed connections on its next loop turns
+        assert r.status_code == 200, r.text
+    finally:
+        for s in drips:
+            s.close()
+        proc.kill()
+        proc.wait(30)
+        log.close()
+
+
+def test_clients_that_leave_while_queued_get_no_model_time(model_dir, tmp_path):
+    """A request waits 4 s in the batch queue for company (--wait-when-idle); three more join it and their clients
+    close the connection while queued (after the body was taken, so the middleware's check has passed). The model
+    then runs the first request's one item only, and /info counts the three dropped. Today the three went to the
+    model with it."""
+    import threading
+
+    proc, url, log = _start_server(model_dir, tmp_path / "serve.log", "--wait-when-idle", "--max-wait-ms", "4000")
+    port = int(url.rsplit(":", 1)[1])
+    task = "text-classification"
+    try:
+        before = httpx.get(url + "/info").json()
+        answer = {}
+
+        def keeper():
+            answer["r"] = httpx.post(url + "/predict", json={"inputs": [{"text": "a fine film"}]}, timeout=30)
+
+        thread = threading.Thread(target=keeper)
+        thread.start()
+        time.sleep(0.3)
+        body = json.dumps({"inputs": [{"text": "a dull film"}]}).encode()
+        head = (f"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        leavers = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
+        for s in leavers:
+            s.sendall(head + body)
+        time.sleep(0.5)  # queued behind the first request's window
+        for s in leavers:
+            s.close()
+        thread.join(30)
+        assert answer["r"].status_code == 200, answer["r"].text
+        after = httpx.get(url + "/info").json()
+        assert after["items_run"][task] - before["items_run"][task] == 1
+        assert after["items_dropped"][task] - before["items_dropped"][task] == 3
+        assert after["dropped_disconnected"] - before["dropped_disconnected"] == 3
+    finally:
+        proc.kill()
+        proc.wait(30)
+        log.close()

@@ -3,6 +3,7 @@ official-exact tokenization: checked against google-research/albert's own output
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -89,3 +90,46 @@ def test_transformers5_model_dir_converts_with_its_tokenizer(shared_data, tmp_pa
     tok = load_tokenizer(tmp_path / "out")
     assert (tmp_path / "out" / "spiece.model").is_file()
     assert tok.encode("Hello, my dog is cute").input_ids == [2, 10975, 15, 51, 1952, 25, 10901, 3]
+
+
+def test_a_saved_tokenizer_json_is_copied_only_when_its_stamp_matches(shared_data, tmp_path):
+    """A save copies the tokenizer.json of the directory it loaded from when that directory's tokenizer_config.json
+    stamps it as built from the same vocab, settings, code and Unicode tables, and the bytes are the stamped ones;
+    otherwise it builds the file anew. Either way the file is byte-identical to one built now."""
+    from litebert.tokenizer import JSON_STAMP
+
+    def built(tok) -> bytes:  # the file as tokenizer_json() builds it, in this process
+        return json.dumps(tok.tokenizer_json(), ensure_ascii=False).encode()
+
+    original = AlbertTokenizer(shared_data / "albert-vocab" / "30k-clean.model")
+    saved = original.save_pretrained(tmp_path / "saved")
+    assert (saved / "tokenizer.json").read_bytes() == built(original)
+    copied = AlbertTokenizer.from_pretrained(saved).save_pretrained(tmp_path / "copied")
+    assert (copied / "tokenizer.json").read_bytes() == built(original)
+    assert json.loads((copied / "tokenizer_config.json").read_text())[JSON_STAMP] == \
+        json.loads((saved / "tokenizer_config.json").read_text())[JSON_STAMP]
+
+    # The copy is verbatim: a stamped file whose bytes differ from a build (re-indented, same content) is what
+    # the next save writes, so this save copied rather than built.
+    config = json.loads((saved / "tokenizer_config.json").read_text())
+    reindented = json.dumps(json.loads((saved / "tokenizer.json").read_bytes()), ensure_ascii=False,
+                            indent=1).encode()
+    (saved / "tokenizer.json").write_bytes(reindented)
+    stamp = dict(config[JSON_STAMP], sha256=hashlib.sha256(reindented).hexdigest())
+    (saved / "tokenizer_config.json").write_text(json.dumps({**config, JSON_STAMP: stamp}))
+    out = AlbertTokenizer.from_pretrained(saved).save_pretrained(tmp_path / "verbatim")
+    assert (out / "tokenizer.json").read_bytes() == reindented
+
+    # Built anew: the file edited after its stamp; no stamp (as transformers writes the directory); the stamp of
+    # other settings.
+    (saved / "tokenizer_config.json").write_text(json.dumps(config))
+    out = AlbertTokenizer.from_pretrained(saved).save_pretrained(tmp_path / "edited")
+    assert (out / "tokenizer.json").read_bytes() == built(original)
+    (saved / "tokenizer.json").write_bytes(reindented)
+    (saved / "tokenizer_config.json").write_text(json.dumps({k: v for k, v in config.items() if k != JSON_STAMP}))
+    out = AlbertTokenizer.from_pretrained(saved).save_pretrained(tmp_path / "unstamped")
+    assert (out / "tokenizer.json").read_bytes() == built(original)
+    (saved / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": not config["do_lower_case"]}))
+    lowered = AlbertTokenizer.from_pretrained(saved)
+    out = lowered.save_pretrained(tmp_path / "other-settings")
+    assert (out / "tokenizer.json").read_bytes() == built(lowered) != built(original)

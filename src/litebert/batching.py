@@ -17,6 +17,10 @@ are answered first.
 
 A failing batch is re-run one request at a time, so an input that breaks the model fails its own request and
 not its batch-mates. With `enabled=False` every request is one call (the "no batching" baseline).
+
+A request whose caller stopped waiting (its `submit` was cancelled: the client left, or its timeout passed) is
+dropped from the queue when a round is formed, and from a batch about to run: its items never reach the model.
+`items` counts the items that did, `dropped` those that did not.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class Batcher:
         self.closing = False
         self.expected = 1  # requests the last round had: how many are likely to come together
         self.batches = 0  # model calls made (for /info and tests)
+        self.items = 0  # items given to the model, re-runs of a failed batch included
+        self.dropped = 0  # items of cancelled requests, taken off the queue unrun
         self.rounds = 0
 
     def start(self) -> None:
@@ -93,6 +99,7 @@ class Batcher:
 
     async def _call(self, items: list, params: dict) -> list:
         self.batches += 1
+        self.items += len(items)
         return await asyncio.get_running_loop().run_in_executor(self.executor, self.fn, items, params)
 
     async def _loop(self) -> None:
@@ -102,6 +109,9 @@ class Batcher:
                     return
                 self.wakeup.clear()
                 await self.wakeup.wait()
+                continue
+            self._drop_cancelled()
+            if not self.queue:
                 continue
             first = self.queue[0]
             deadline = first.arrived + self.max_wait
@@ -114,15 +124,25 @@ class Batcher:
                     await asyncio.wait_for(self.wakeup.wait(), left)
                 except asyncio.TimeoutError:
                     break
+            self._drop_cancelled()  # (who left while the round waited for company)
+            if not self.queue or self.queue[0] is not first:
+                continue  # the round's first request left: the next one's own window applies
             jobs = self._take(first.key)
             self.rounds += 1
             self.expected = len(jobs)
             for batch in self.group(jobs):
                 await self._run(batch)
 
+    def _drop_cancelled(self) -> None:
+        """Take the jobs nobody waits for any more off the queue, counting their items."""
+        gone = [j for j in self.queue if j.future.done()]
+        if gone:
+            self.queue = [j for j in self.queue if not j.future.done()]
+            self.dropped += sum(len(j.items) for j in gone)
+
     def _enough(self, key: str) -> bool:
         """Whether the round for `key` can go now: a full batch, or as many requests as the last round had."""
-        jobs = [j for j in self.queue if j.key == key]
+        jobs = [j for j in self.queue if j.key == key and not j.future.done()]
         if sum(len(j.items) for j in jobs) >= self.max_batch_size:
             return True
         return not self.wait_when_idle and len(jobs) >= self.expected
@@ -162,7 +182,8 @@ class Batcher:
         return batches[::-1]
 
     async def _run(self, jobs: list[_Job]) -> None:
-        jobs = [j for j in jobs if not j.future.done()]  # a timed-out request was cancelled: skip its items
+        self.dropped += sum(len(j.items) for j in jobs if j.future.done())  # cancelled while an earlier batch of
+        jobs = [j for j in jobs if not j.future.done()]  # its round ran
         if not jobs:
             return
         try:
@@ -172,6 +193,9 @@ class Batcher:
                 _settle(jobs[0].future, exc=exc)
                 return
             for job in jobs:  # find the request at fault: each alone
+                if job.future.done():  # its caller left meanwhile
+                    self.dropped += len(job.items)
+                    continue
                 try:
                     _settle(job.future, await self._call(job.items, job.params))
                 except Exception as one:

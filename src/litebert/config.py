@@ -25,11 +25,18 @@ from litebert.files import read_json
 
 ACTIVATIONS = ("gelu_new", "gelu", "relu", "tanh", "linear")
 SHARING_MODES = ("all", "attention", "ffn", "none")
+LAYER_NORM_POSITIONS = ("post", "pre")
 PROBLEM_TYPES = ("single_label_classification", "regression", "multi_label_classification")
 # Keys older config files carry that no longer describe the model; reading such a file ignores them. Activation
 # checkpointing is a training option now (--gradient-checkpointing; model.set_gradient_checkpointing): it never
 # changed the weights or the outputs, only memory and speed.
 RETIRED_FIELDS = ("gradient_checkpointing",)
+# Fields added after run records and cache keys were first written, with the value every earlier model had: a
+# record without one ran at that value (pretrain's run.json check), and a key leaves one out at that value, so the
+# names of earlier runs (`litebert ablate`'s digests) still match (`stable_dict`).
+ADDED_FIELDS = {"layer_norm_position": "post"}
+# What a litebert-format model directory's config.json holds beside the config fields (pretrained.model_files).
+LITEBERT_DIR_KEYS = ("format", "architecture")
 
 
 @dataclass
@@ -61,6 +68,11 @@ class AlbertConfig:
     label_names: list[str] | None = None
     qa_answerability: bool = False  # SQuAD v2.0: add a has-answer head on [CLS]
     pad_token_id: int = 0
+    # Where each sub-layer's LayerNorm sits. "post" (ALBERT's, BERT's and the only form the official code, Hugging
+    # Face's AlbertModel and TF checkpoints know): norm(x + f(x)). "pre" (not ALBERT's default; a lever for short
+    # pretraining budgets): x + f(norm(x)), with one final LayerNorm after the last layer. A "pre" model has no
+    # Hugging Face or official TF form, so it is saved in litebert's format (`hf_blocker`).
+    layer_norm_position: str = "post"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -84,6 +96,9 @@ class AlbertConfig:
                 raise ConfigError(f"config field '{name}' must be a positive number, got {value!r}")
         if self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"config field 'hidden_act' is {self.hidden_act!r}; expected one of {ACTIVATIONS}")
+        if self.layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ConfigError(f"config field 'layer_norm_position' is {self.layer_norm_position!r}; expected one of "
+                              f"{LAYER_NORM_POSITIONS}")
         if self.sharing not in SHARING_MODES:
             raise ConfigError(f"config field 'sharing' is {self.sharing!r}; expected one of {SHARING_MODES}")
         if self.hidden_size % self.num_attention_heads:
@@ -121,9 +136,19 @@ class AlbertConfig:
         return self.hidden_size // self.num_attention_heads
 
     @property
+    def hf_blocker(self) -> str | None:
+        """Why Hugging Face's AlbertModel (and the official TF code) cannot express this config, naming the field;
+        None when it can. HF shares whole blocks only ('none' is G == L) and puts LayerNorm after each sub-layer."""
+        if self.sharing not in ("all", "none"):
+            return (f"sharing {self.sharing!r} (Hugging Face's AlbertModel only shares whole blocks)")
+        if self.layer_norm_position != "post":
+            return (f"layer_norm_position {self.layer_norm_position!r} (Hugging Face's AlbertModel and the official "
+                    "TF code are post-LayerNorm only)")
+        return None
+
+    @property
     def hf_compatible(self) -> bool:
-        """Hugging Face's AlbertModel can only express full-block sharing (with 'none' as G == L)."""
-        return self.sharing in ("all", "none")
+        return self.hf_blocker is None
 
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)
@@ -151,6 +176,11 @@ class AlbertConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def stable_dict(self) -> dict[str, Any]:
+        """to_dict without the ADDED_FIELDS at their earlier value: a key that names a model the same way it did
+        before those fields existed."""
+        return {k: v for k, v in self.to_dict().items() if ADDED_FIELDS.get(k, object()) != v}
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> AlbertConfig:
         data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
@@ -165,10 +195,10 @@ class AlbertConfig:
         data = _read_json(path)
         if data.get("model_type") == "albert":
             return cls.from_hf_dict(data, source=str(path))
-        if data.get("format") == "litebert":
-            data = {k: v for k, v in data.items() if k != "format"}
+        if data.get("format") == "litebert":  # our own file, or a litebert model directory's config.json
+            data = {k: v for k, v in data.items() if k not in LITEBERT_DIR_KEYS}
             return cls.from_dict(data, source=str(path))
-        if "vocab_size" in data and "hidden_size" in data and "sharing" not in data:
+        if "vocab_size" in data and "hidden_size" in data and not {"sharing", "layer_norm_position"} & set(data):
             return cls.from_official_dict(data, source=str(path))
         return cls.from_dict(data, source=str(path))
 
@@ -190,8 +220,8 @@ class AlbertConfig:
         return cls.from_official_dict(_read_json(path), source=str(path))
 
     def to_official_dict(self) -> dict[str, Any]:
-        if self.sharing not in ("all", "none"):
-            raise ConfigError(f"sharing {self.sharing!r} has no official albert_config.json form")
+        if self.hf_blocker:
+            raise ConfigError(f"config field {self.hf_blocker} has no official albert_config.json form")
         if self.hidden_act == "gelu":
             raise ConfigError("the official code has no exact-erf gelu; its 'gelu' is our 'gelu_new'")
         data = {name: getattr(self, name) for name in _OFFICIAL_FIELDS}
@@ -203,6 +233,10 @@ class AlbertConfig:
     # ------------------------------------------------------------------ Hugging Face config.json
     @classmethod
     def from_hf_dict(cls, data: dict[str, Any], source: str = "config.json") -> AlbertConfig:
+        if data.get("layer_norm_position", "post") != "post":  # HF would ignore it and run post-LN: refuse
+            raise ConfigError(f"{source}: config field 'layer_norm_position' is {data['layer_norm_position']!r}, "
+                              "but a Hugging Face ALBERT config.json (model_type 'albert') is post-LayerNorm only; "
+                              "a pre-LN model is saved in litebert's format")
         fields = {name: data[name] for name in _OFFICIAL_FIELDS + _HF_EXTRA_FIELDS if name in data}
         if "id2label" in data and isinstance(data["id2label"], dict):
             try:
@@ -222,9 +256,9 @@ class AlbertConfig:
         return cls.from_dict(fields, source=source)
 
     def to_hf_dict(self, architecture: str | None = None) -> dict[str, Any]:
-        if not self.hf_compatible:
-            raise ConfigError(f"sharing {self.sharing!r} cannot be expressed in Hugging Face's AlbertConfig "
-                              "(it only shares whole blocks); save with format='litebert'")
+        if self.hf_blocker:
+            raise ConfigError(f"config field {self.hf_blocker} cannot be expressed in Hugging Face's AlbertConfig; "
+                              "save with format='litebert'")
         data: dict[str, Any] = {"model_type": "albert"}
         if architecture:
             data["architectures"] = [architecture]

@@ -8,6 +8,9 @@ The two ideas of ALBERT live here:
 - cross-layer sharing: `Encoder` holds a few attention and FFN sub-layers and a schedule that says which ones
   each of the L layers applies (`layer_schedule`).
 
+LayerNorm sits after each residual sum (post-LN, ALBERT's); `config.layer_norm_position="pre"` moves it into
+the residual branch and adds one final LayerNorm (`Encoder.final_norm`), an option for pretraining experiments.
+
 The model runs on one device and knows nothing about DDP, autocast or compile: the training code applies those.
 Loading and saving (`from_pretrained`/`save_pretrained`) live in `litebert.pretrained`.
 """
@@ -109,7 +112,10 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
 
 
 class Attention(nn.Module):
-    """Self-attention with its residual and post-LayerNorm. Q, K and V come from one fused [3H, H] matmul."""
+    """Self-attention with its residual and LayerNorm. Q, K and V come from one fused [3H, H] matmul.
+
+    post (ALBERT): norm(x + attn(x)); pre (config.layer_norm_position): x + attn(norm(x)). The same `norm`
+    parameters serve either, so one state dict loads into both (they then compute different functions)."""
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
@@ -121,19 +127,22 @@ class Attention(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.attn_dropout = config.attention_probs_dropout_prob
         self.impl = "auto"  # "auto" | "sdpa" | "math": see `attend`
+        self.pre_norm = config.layer_norm_position == "pre"
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         B, L, H = x.shape
+        h = self.norm(x) if self.pre_norm else x  # [B, L, H]: what the attention reads
         # [B, L, 3H] -> 3 x [B, heads, L, head_dim]
-        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, H // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(h).view(B, L, 3, self.num_heads, H // self.num_heads).permute(2, 0, 3, 1, 4)
         p = self.attn_dropout if self.training else 0.0
         y = attend(q, k, v, mask, p, self.impl)  # [B, heads, L, head_dim]
-        y = y.transpose(1, 2).reshape(B, L, H)
-        return self.norm(x + self.dropout(self.out(y)))
+        y = self.dropout(self.out(y.transpose(1, 2).reshape(B, L, H)))  # [B, L, H]
+        # pre: the residual stream x is never normalised here, only what each branch reads
+        return x + y if self.pre_norm else self.norm(x + y)
 
 
 class FeedForward(nn.Module):
-    """H -> I -> H with its residual and post-LayerNorm."""
+    """H -> I -> H with its residual and LayerNorm: post norm(x + ffn(x)), or pre x + ffn(norm(x))."""
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
@@ -142,8 +151,11 @@ class FeedForward(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
         self.act = activation(config.hidden_act)
+        self.pre_norm = config.layer_norm_position == "pre"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(self.down(self.act(self.up(self.norm(x)))))  # [B, L, H]
         return self.norm(x + self.dropout(self.down(self.act(self.up(x)))))
 
 
@@ -176,6 +188,12 @@ class Encoder(nn.Module):
         n_ffn = 1 + max(f for _, f in self.schedule)
         self.attention = nn.ModuleList(Attention(config) for _ in range(n_attn))
         self.ffn = nn.ModuleList(FeedForward(config) for _ in range(n_ffn))
+        # Pre-LN leaves the residual stream unnormalised (its scale grows with every block), so the pooler and heads
+        # get one LayerNorm after the last block application. It belongs to the encoder, not to a group: shared
+        # blocks run L*K times, and a norm inside them would run that often too; this one runs once, whatever the
+        # sharing and grouping. Post-LN has none (the last block already ends in its norm).
+        self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+                           if config.layer_norm_position == "pre" else None)
         self.gradient_checkpointing = False  # a training option: PreTrainedAlbert.set_gradient_checkpointing
 
     def block(self, x: torch.Tensor, mask: torch.Tensor | None, attn: int, ffn: int) -> torch.Tensor:
@@ -189,7 +207,7 @@ class Encoder(nn.Module):
                 x = checkpoint(self.block, x, mask, attn, ffn, use_reentrant=False)
             else:
                 x = self.block(x, mask, attn, ffn)
-        return x
+        return self.final_norm(x) if self.final_norm is not None else x  # [B, L, H]
 
 
 class Pooler(nn.Module):

@@ -95,7 +95,8 @@ def card_text(path: str | Path, training: Training | None = None, location: str 
 
     shape = (f"E={config.embedding_size}, H={config.hidden_size}, {config.num_hidden_layers} layers, "
              f"{config.num_attention_heads} heads, FFN {config.intermediate_size}, cross-layer sharing "
-             f"\"{config.sharing}\" ({config.num_hidden_groups} group(s)), vocabulary {config.vocab_size:,}")
+             f"\"{config.sharing}\" ({config.num_hidden_groups} group(s)), vocabulary {config.vocab_size:,}"
+             + (", pre-LayerNorm (not ALBERT's post-LayerNorm)" if config.layer_norm_position == "pre" else ""))
     lines = ["---", *_yaml(front), "---", MARKER, "", f"# {name}", "",
              f"An ALBERT model ({architecture}: {shape}; {count_parameters(config):,} encoder and pooler "
              f"parameters), saved by litebert {__version__} in "
@@ -123,9 +124,9 @@ def card_text(path: str | Path, training: Training | None = None, location: str 
         lines += [f"tokenizer = AutoTokenizer.from_pretrained(\"{path}\")"] if tokenizer else []
         lines += ["```", ""]
     else:
-        lines += ["transformers cannot load this directory: its configuration (sharing "
-                  f"\"{config.sharing}\"{', the answerability head' if config.qa_answerability else ''}) has no "
-                  "Hugging Face equivalent.", ""]
+        why = config.hf_blocker or "the answerability head (qa_answerability)"
+        lines += [f"transformers cannot load this directory: its configuration ({why}) has no Hugging Face "
+                  "equivalent.", ""]
     return "\n".join(lines)
 
 

@@ -34,8 +34,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from litebert.checkpoint import cleanup_incomplete, find_latest_checkpoint
-from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, PRESETS, RETIRED_FIELDS,
-                             AlbertConfig, at_least, check_options, closed, open_open, option)
+from litebert.config import (ABOVE_ZERO, ADDED_FIELDS, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, PRESETS,
+                             RETIRED_FIELDS, AlbertConfig, at_least, check_options, closed, open_open, option)
 from litebert.data.pretraining import (BatchStream, PretrainingDataset, collate_pretraining, parse_mask_replace,
                                       parse_phases)
 from litebert.data.store import TokenStore
@@ -386,6 +386,8 @@ def check_run_dir_matches(run: Run) -> None:
                                 "Resume with the run's store, or continue from its weights in a new --out "
                                 "(--model CHECKPOINT_DIR: continued pretraining)")
         saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
+        if saved_config:  # a run.json from before a field existed ran at its earlier value
+            saved_config = {**ADDED_FIELDS, **saved_config}
         if saved_config != now["model_config"]:
             raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
         changed = changed_fields(before.get("train", {}), now["train"], RECIPE_FIELDS)

@@ -57,9 +57,9 @@ def model_files(model, format: str = "auto") -> dict[str, Callable[[Path], None]
         format = "hf" if hf_ok else "litebert"
     if format == "hf":
         if not hf_ok:
-            raise LitebertError(f"cannot save in Hugging Face format: sharing={config.sharing!r}"
-                                + (" with the answerability head" if config.sharing in ("all", "none") else "")
-                                + " has no HF equivalent; use format='litebert' (or 'auto')")
+            why = config.hf_blocker or "the answerability head (config field qa_answerability)"
+            raise LitebertError(f"cannot save in Hugging Face format: {why} has no HF equivalent; use "
+                                "format='litebert' (or 'auto')")
         tensors = ours_to_hf(state, config)
         if ("sop.weight" in state or "qa_outputs.weight" in state) and config.num_labels != 2:
             # HF sizes its SOP and span heads by num_labels; both are 2-way here.

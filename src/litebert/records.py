@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from litebert import heads
-from litebert.config import AlbertConfig, dataclass_from_dict
+from litebert.config import LITEBERT_DIR_KEYS, AlbertConfig, dataclass_from_dict
 from litebert.errors import CheckpointError, ConfigError
 from litebert.files import read_json
 from litebert.rundir import resolve_model_dir
@@ -47,7 +47,7 @@ def read_model_config(path: str | Path) -> tuple[AlbertConfig, str]:
     if data.get("model_type") == "albert":
         config, fmt = AlbertConfig.from_hf_dict(data, source=str(config_path)), "hf"
     elif data.get("format") == "litebert":
-        fields = {k: v for k, v in data.items() if k not in ("format", "architecture")}
+        fields = {k: v for k, v in data.items() if k not in LITEBERT_DIR_KEYS}
         config, fmt = AlbertConfig.from_dict(fields, source=str(config_path)), "litebert"
     else:
         raise CheckpointError(f"{config_path}: neither a Hugging Face ALBERT config (model_type 'albert') nor a "

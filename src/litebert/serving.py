@@ -18,7 +18,11 @@ Endpoints:
 
 Errors are JSON {"error": ..., "fields": [{"field": "inputs.0.text", "message": ...}]}: 422 for a bad body (missing
 or wrong-typed field, text too long, empty list, a field of another task), 413 for a body over the size limit,
-504 past the per-request timeout, 500 when the model fails (the server keeps serving).
+504 past the per-request timeout, 500 when the model fails (the server keeps serving), 503 past --max-connections
+(counted by uvicorn, answered here: `serving_connections`).
+
+A client that leaves while its request waits for the model is noticed (its connection's `http.disconnect`): the
+request is cancelled, the batcher drops its items before they reach the model, and /info counts it.
 """
 
 import asyncio
@@ -222,6 +226,8 @@ def create_app(cfg: ServeConfig, pipe=None):
                 return _error(499, "the client closed the connection", None)
         return await call_next(request)
 
+    app.add_middleware(_connection_cap, limit=cfg.max_connections)  # (added last: the outermost)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, a body FastAPI cannot parse
         return _error(exc.status_code, str(exc.detail), "body" if exc.status_code in (400, 422) else None)
@@ -238,7 +244,7 @@ def create_app(cfg: ServeConfig, pipe=None):
                                                                       for f in fields), "fields": fields},
                             status_code=422)
 
-    async def answer(task: str, body) -> dict:
+    async def answer(task: str, body, request: Request) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
         pipe_ = state["pipes"][task]
@@ -251,12 +257,18 @@ def create_app(cfg: ServeConfig, pipe=None):
             return _error(422, str(exc), "inputs")
         work = asyncio.ensure_future(state["batchers"][task].submit(items, params))
         cut = asyncio.ensure_future(state["cut_off"].wait())  # set just before the graceful-shutdown limit
+        gone = asyncio.ensure_future(_client_gone(request))
         try:
-            done, _ = await asyncio.wait({work, cut}, timeout=cfg.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({work, cut, gone}, timeout=cfg.timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
         finally:
             cut.cancel()
+            gone.cancel()
         if work not in done:
-            work.cancel()
+            work.cancel()  # a request still queued is then dropped by the batcher, unrun
+            if gone in done:
+                state["dropped"] += 1
+                return _error(499, "the client closed the connection", None)  # (nobody reads it)
             if cut in done:  # uvicorn would close the connection without a word: answer first
                 return _error(503, f"the server is shutting down and this request did not finish within the "
                                    f"{cfg.graceful_s:g} s allowed (--graceful-s); send it again", None)
@@ -278,14 +290,14 @@ def create_app(cfg: ServeConfig, pipe=None):
     EmbedRequest = request_models("embeddings", cfg.max_items, cfg.max_text_chars)
 
     @app.post("/predict", summary=f"{record.task} for the served model")
-    async def predict(body: PredictRequest):
-        return await answer(record.task, body)
+    async def predict(body: PredictRequest, request: Request):
+        return await answer(record.task, body, request)
 
     @app.post("/embed", summary="sentence embeddings from the served model's encoder")
-    async def embed(body: EmbedRequest):
+    async def embed(body: EmbedRequest, request: Request):
         if state["ready"] and "embeddings" not in state["batchers"]:
             return _error(404, "this server has no encoder output (an ONNX task graph); serve a 'base' export", None)
-        return await answer("embeddings", body)
+        return await answer("embeddings", body, request)
 
     @app.get("/health")
     async def health():
@@ -307,10 +319,38 @@ def create_app(cfg: ServeConfig, pipe=None):
                 "precision": main.precision if main else None,
                 "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
                 "model_calls": {t: b.batches for t, b in state["batchers"].items()},
+                "items_run": {t: b.items for t, b in state["batchers"].items()},
+                "items_dropped": {t: b.dropped for t, b in state["batchers"].items()},
                 "dropped_disconnected": state["dropped"], "inputs": state["inputs"],
                 "truncated_inputs": state["truncated_inputs"]}
 
     return app
+
+
+def _connection_cap(app, limit: int):
+    """ASGI middleware: past `limit` open connections (uvicorn's count, in the scope: `serving_connections`), a
+    request is answered 503 in the documented shape before its body is read, and its connection closed. In-process
+    (TestClient) there is no count and no cap."""
+    from litebert.serving_connections import OPEN_CONNECTIONS
+
+    async def capped(scope, receive, send):
+        open_now = scope.get(OPEN_CONNECTIONS) if scope["type"] == "http" else None
+        if open_now is not None and open_now > limit:
+            response = _error(503, f"too many connections: {open_now} open, the limit is {limit} "
+                                   "(--max-connections); try again shortly", None)
+            response.headers["connection"] = "close"  # frees this connection at once
+            await response(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return capped
+
+
+async def _client_gone(request) -> None:
+    """Returns when the client has closed its connection. The body is already read (limit_body), so what the
+    connection can still bring is its `http.disconnect`."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _all_finite(value) -> bool:
@@ -374,8 +414,12 @@ def serve(cfg: ServeConfig) -> None:
     if cfg.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"litebert serve: warning: listening on {cfg.host}: the API has no authentication, so anyone who can "
               "reach this address can use the model; put it behind a proxy that checks who calls", file=sys.stderr)
+    from litebert.serving_connections import PROTOCOL
+
+    # No limit_concurrency: its 503 is plain text; uvicorn's connection count reaches the app instead (PROTOCOL)
+    # and _connection_cap answers past --max-connections in the documented shape.
     options = dict(host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=cfg.graceful_s,
-                   limit_concurrency=cfg.max_connections)
+                   http=PROTOCOL)
     if cfg.workers > 1:
         # Each worker loads the directory itself; a bad one would make every worker fail and uvicorn respawn them
         # for ever. Load it once here first: the same clean error (exit 2) as with one worker.

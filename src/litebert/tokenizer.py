@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from litebert.errors import ConfigError, TokenizerError, where
+from litebert.errors import ConfigError, LitebertError, TokenizerError, where
 from litebert.files import atomic_write, read_json
 from litebert.hub_cache import resolve_model_path
 from litebert.tokenizer_json import (
@@ -46,6 +46,8 @@ from litebert.tokenizer_json import (
 
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+# tokenizer_config.json's record of what the tokenizer.json beside it was built from (`_tokenizer_json_bytes`)
+JSON_STAMP = "litebert_tokenizer_json"
 MODEL_MAX_LENGTH = 512
 # What a call returns, and what transformers returns from the directories we save (its generic class would leave
 # out token_type_ids, and a model handed a pair would then read segment B as segment A).
@@ -476,7 +478,9 @@ class _TokenizerBase:
         spiece.model / vocab.txt, tokenizer_config.json and special_tokens_map.json are Hugging Face's layout.
         A SentencePiece tokenizer adds tokenizer.json (see `tokenizer_json`), which transformers reads in
         preference to spiece.model, and names the generic class in tokenizer_config.json: transformers 5's
-        AlbertTokenizer would rebuild its own normalizer from the vocab and ignore the file's.
+        AlbertTokenizer would rebuild its own normalizer from the vocab and ignore the file's. tokenizer_config.json
+        then also stamps what tokenizer.json was built from (JSON_STAMP), so that a save of a tokenizer loaded from
+        this directory copies the file instead of building it again (`_tokenizer_json_bytes`).
         """
         fast = self._tokenizer_json_bytes()
         specials = self.special_tokens()
@@ -484,6 +488,9 @@ class _TokenizerBase:
                   **self.settings(), **specials, "model_max_length": MODEL_MAX_LENGTH,
                   "model_input_names": list(MODEL_INPUT_NAMES)}
         config.pop("max_input_chars_per_word", None)  # ours only (it is in settings() for the fingerprint)
+        stamp = self._json_stamp(fast)
+        if stamp is not None:
+            config[JSON_STAMP] = stamp
 
         def text(data) -> Callable[[Path], None]:
             content = json.dumps(data, indent=2, ensure_ascii=False).encode()
@@ -497,14 +504,48 @@ class _TokenizerBase:
         return out
 
     def _tokenizer_json_bytes(self) -> bytes | None:
-        """tokenizer.json's content, built once per settings (half a second for a 30k vocab)."""
+        """tokenizer.json's content, once per settings: the one beside the vocab file when its stamp says it was
+        built from the same inputs (a directory we saved: pretraining's store, checkpoints and final/ all copy it
+        then), else built (~0.3 CPU s for a 30k vocab, half of it listing Unicode's spaces and marks)."""
         key = json.dumps(self.settings(), sort_keys=True)
         cached = getattr(self, "_json_cache", None)
         if cached is None or cached[0] != key:
-            data = self.tokenizer_json()
-            cached = (key, None if data is None else json.dumps(data, ensure_ascii=False).encode())
+            content = self._stamped_tokenizer_json()
+            if content is None:
+                data = self.tokenizer_json()
+                content = None if data is None else json.dumps(data, ensure_ascii=False).encode()
+            cached = (key, content)
             self._json_cache = cached
         return cached[1]
+
+    def _json_inputs(self) -> str | None:
+        """sha256 of all tokenizer.json is built from: the vocab bytes and settings (the fingerprint), the code
+        that builds it (its modules' source: any change there builds anew) and this Python's Unicode tables. None
+        when the source cannot be read (then nothing is copied)."""
+        code = _json_writer_digest()
+        if code is None:
+            return None
+        return hashlib.sha256(f"{self.fingerprint()} {code} {unicodedata.unidata_version}".encode()).hexdigest()
+
+    def _json_stamp(self, content: bytes | None) -> dict | None:
+        inputs = self._json_inputs() if content is not None else None
+        return None if inputs is None else {"inputs": inputs, "sha256": hashlib.sha256(content).hexdigest()}
+
+    def _stamped_tokenizer_json(self) -> bytes | None:
+        """The tokenizer.json beside the vocab file, when the tokenizer_config.json there stamps it as built from
+        this tokenizer's inputs and its bytes are the ones stamped; else None (no stamp: written by transformers
+        or an older litebert; other settings, vocab or code; a file edited since)."""
+        folder = Path(self.vocab_file).parent
+        if Path(self.vocab_file).name == TOKENIZER_JSON or not (folder / TOKENIZER_JSON).is_file():
+            return None  # (a transformers-5 directory: its tokenizer.json is transformers')
+        try:
+            stamp = _read_config(folder).get(JSON_STAMP)
+            if not isinstance(stamp, dict) or stamp.get("inputs") != self._json_inputs():
+                return None
+            content = (folder / TOKENIZER_JSON).read_bytes()
+        except (LitebertError, OSError):
+            return None  # a cache that cannot be read is rebuilt, not an error: the save goes on
+        return content if hashlib.sha256(content).hexdigest() == stamp.get("sha256") else None
 
     def save_pretrained(self, out_dir: str | os.PathLike) -> Path:
         out = Path(out_dir)
@@ -537,6 +578,20 @@ class _TokenizerBase:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.vocab_file)!r}, vocab_size={self.vocab_size}, {self.settings()})"
+
+
+@cache
+def _json_writer_digest() -> str | None:
+    """sha256 of the source of the modules that build tokenizer.json (this one and tokenizer_json)."""
+    import litebert.tokenizer_json
+
+    h = hashlib.sha256()
+    for path in (__file__, litebert.tokenizer_json.__file__):
+        try:
+            h.update(Path(path).read_bytes())
+        except (OSError, TypeError):
+            return None
+    return h.hexdigest()
 
 
 def _read_config(directory: Path) -> dict:

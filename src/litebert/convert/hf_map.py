@@ -76,9 +76,9 @@ class Row:
 
 def rows_for(config: AlbertConfig, prefix: str = "albert.") -> list[Row]:
     """Every row for this config. `prefix` is where the base model sits ("" for a bare AlbertModel)."""
-    if not config.hf_compatible:
-        raise ConversionError(f"sharing {config.sharing!r} has no Hugging Face form (HF only shares whole blocks); "
-                              "save with format='litebert'")
+    if config.hf_blocker:
+        raise ConversionError(f"config field {config.hf_blocker} has no Hugging Face form; save with "
+                              "format='litebert'")
     G = config.num_hidden_layers if config.sharing == "none" else config.num_hidden_groups
     K = config.inner_group_num
     rows = [Row(prefix + ours, (prefix + hf,)) for ours, hf in BASE_ROWS]

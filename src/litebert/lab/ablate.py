@@ -161,7 +161,7 @@ def steps_for_budget(cfg: AblateConfig, data: Path) -> int:
 
 def run_id(config: AlbertConfig, pc) -> str:
     """A readable, unique name for a variant's full settings: same settings in two suites, same run."""
-    settings = {"model": config.to_dict(), "train": {k: v for k, v in dataclasses.asdict(pc).items()
+    settings = {"model": config.stable_dict(), "train": {k: v for k, v in dataclasses.asdict(pc).items()
                                                      if k not in ("model", "out", "threads", "resume")}}
     digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return (f"{config.sharing}-E{config.embedding_size}-H{config.hidden_size}-L{config.num_hidden_layers}-"
@@ -308,7 +308,7 @@ def random_init_reference(cfg: AblateConfig) -> dict[str, Any]:
     from litebert.tokenizer import load_tokenizer
 
     config = variant_config(cfg, Variant("base"))
-    key = json.dumps({"model": config.to_dict(), "finetune": [cfg.finetune_lr, cfg.finetune_steps,
+    key = json.dumps({"model": config.stable_dict(), "finetune": [cfg.finetune_lr, cfg.finetune_steps,
                                                               cfg.finetune_train_examples, cfg.seeds]}, sort_keys=True)
     run_dir = Path(cfg.out) / "_runs" / f"random-init-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
