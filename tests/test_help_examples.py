@@ -39,6 +39,8 @@ EXTRA = {
     "pretrain": ["--max-seq-length", "64", "--eval-batches", "1", "--log-every", "1"],
     "finetune": ["--steps", "2", "--max-train-examples", "16", "--max-eval-examples", "8", "--max-seq-length", "64"],
     "tokenizer train": [],
+    # a held-out split for the pretraining run's eval and `evaluate --model runs/base` (1% of this corpus is none)
+    "data build": ["--validation-fraction", "0.05"],
     "bench": ["--model", "albert-tiny", "--batch", "2", "--seq", "32", "--repeats", "1"],
     "ablate": ["--steps", "2", "--seeds", "1", "--finetune-steps", "2", "--finetune-train-examples", "16",
                "--layers", "1", "--hidden-size", "64", "--max-seq-length", "32", "--glue", "glue",
