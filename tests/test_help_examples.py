@@ -132,7 +132,7 @@ def prepare(root: Path, command: str, line: str) -> None:
         (root / "store").rename(root / "store-in-one-go")
         for i in range(2):
             assert main(["data", "build", "--input", "corpus/", "--tokenizer", "tok/", "--out", f"part{i}/",
-                         "--shard", f"{i}/2", "--workers", "1", "--quiet"]) == 0
+                         "--shard", f"{i}/2", "--workers", "1", "--quiet", *EXTRA["data build"]]) == 0
     if command in ("evaluate", "predict", "serve", "export-onnx") and "runs/" in line:
         task, run = {"runs/mnli": ("mnli", "MNLI"), "runs/rte": ("rte", "RTE")}.get(
             next((r for r in ("runs/mnli", "runs/rte") if r in line), ""), (None, None))
