@@ -144,6 +144,24 @@ def test_squad_v2_answerability(tmp_path, english_model):
     assert {"exact", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "best_f1_thresh"} <= set(scores)
 
 
+def test_a_span_run_that_answers_nothing_says_so(tmp_path, english_model, capsys):
+    # Trained only on unanswerable questions at a high rate, the span head learns to put [CLS] first everywhere:
+    # every dev answer is empty, and the run and evaluate must say so rather than report v2's NoAns score alone.
+    context = "The quick brown fox jumps over the lazy dog near the river bank in the morning."
+    qas = [{"id": f"q{i}", "question": f"What is the capital of country number {i}?", "answers": [],
+            "is_impossible": True} for i in range(8)]
+    data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(data))
+    result = finetune(FinetuneConfig(task="squad2.0", model=str(english_model), data=str(path), dev=str(path),
+                                     out=str(tmp_path / "run"), steps=12, batch_size=4, max_seq_length=64,
+                                     precision="fp32", lr=1e-3, log_every=4))
+    assert any("every dev answer" in w and "is empty (8 questions)" in w for w in result["warnings"]), result
+    assert "WARNING: every dev answer" in capsys.readouterr().err
+    scores = evaluate("squad2.0", tmp_path / "run", path, max_seq_length=64)
+    assert scores["collapse"] == "no answer" and scores["empty_answers"] == 8
+
+
 def test_race_multiple_choice(tmp_path, english_model, shared_data):
     _, scores, _ = run_task(tmp_path, english_model, "race", shared_data / "race" / "dev", dev=str(shared_data /
                                                                                                    "race" / "dev"))
@@ -240,6 +258,25 @@ def test_a_run_that_predicts_one_class_says_so(tmp_path, english_model, capsys):
     assert evals and all(r["single_class_prediction"] in ("a", "b") for r in evals)
     scores = evaluate("custom", tmp_path / "run", tmp_path, max_seq_length=32, **custom)
     assert scores["single_class_prediction"] in ("a", "b") and scores["accuracy"] == 0.5
+
+
+def test_a_run_that_picks_one_option_says_so(tmp_path, english_model, capsys):
+    # The four options of every question are the same text, so the model scores them equally and every pick is
+    # the first option: the choice family's collapse ("one option") is what the run and evaluate must report.
+    obj = {"article": "The cat sat on the mat and looked at the door for a long time.", "id": "x.txt",
+           "questions": [f"What did the cat do {i}?" for i in range(6)],
+           "options": [["it sat on the mat"] * 4 for _ in range(6)], "answers": list("ABCDAB")}
+    for split in ("train", "dev"):
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "x.txt").write_text(json.dumps(obj))
+    result = finetune(FinetuneConfig(task="race", model=str(english_model), data=str(tmp_path),
+                                     out=str(tmp_path / "run"), steps=2, batch_size=2, max_seq_length=64,
+                                     precision="fp32", lr=1e-4, log_every=1))
+    assert "every dev prediction" in result["warnings"][0] and "option A" in result["warnings"][0]
+    assert "WARNING: every dev prediction" in capsys.readouterr().err
+    scores = evaluate("race", tmp_path / "run", tmp_path, max_seq_length=64)
+    assert scores["collapse"] == "one option" and scores["single_option"] == "A"
+    assert scores["accuracy"] == 2 / 6  # answers A, A of six
 
 
 def test_a_rerun_into_a_finished_run_is_refused_unless_overwrite(tmp_path, english_model, capsys):

@@ -71,18 +71,30 @@ def test_top_k_larger_than_the_vocabulary_is_refused(tmp_path, capsys):
 
 
 def test_every_rule_names_a_real_option():
-    """Each rule's destination is an option of some command (a typo would silently check nothing)."""
+    """Each rule's destination is a plain option of some command (a typo would silently check nothing), not a field
+    of an options dataclass only: a field's rule lives on the field (one home)."""
     from litebert.cli import COMMANDS, build_parser
     from litebert.cli._checks import RULES
+    from litebert.cli._common import FIELD_DESTS
 
-    dests = set()
+    plain = set()
 
     def collect(p):
+        fields = p.get_default(FIELD_DESTS) or frozenset()
         for action in p._actions:
-            dests.add(action.dest)
+            if action.dest not in fields:
+                plain.add(action.dest)
             if isinstance(action, argparse._SubParsersAction):
                 for sub in action.choices.values():
                     collect(sub)
     for command in COMMANDS:  # (the top-level parser alone lists the commands without their options)
         collect(build_parser(command))
-    assert not sorted(set(RULES) - dests)
+    assert not sorted(set(RULES) - plain)
+
+
+def test_a_field_option_is_checked_by_its_field_rule(capsys):
+    """--ngram is a PretrainConfig field with the rule [1, 10]; the command line gives the field's message for 0
+    as for 11 (not a second, looser rule of its own)."""
+    for value in ("0", "11"):
+        assert cli_main(["pretrain", "--data", "S", "--ngram", value]) == 2
+        assert capsys.readouterr().err.strip() == f"litebert: error: --ngram {value}: must be in [1, 10]"

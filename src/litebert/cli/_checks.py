@@ -5,38 +5,34 @@ has a rule below must satisfy it, every float option must be finite (argparse's 
 "1e999"), and --device must name a device this torch build can use. A failure is a ConfigError naming the flag
 and the value, so the CLI prints one line and exits 2. Limits that need the model (--top-k against the
 vocabulary) are checked where the model is loaded.
+
+The options of `pretrain`, `finetune` and `serve` are fields of options dataclasses, whose rules live on the field
+(`config.option(..., check=)`) and are checked when the handler builds the class, before any work; `check_args`
+leaves those to them (cli/_common.FIELD_DESTS). The rules below are for the other commands' plain options.
 """
 
 from __future__ import annotations
 
 import math
-from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, Rule, at_least, closed,
-                             open_closed)
+
+from litebert.cli._common import FIELD_DESTS
+from litebert.config import FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, Rule, at_least, closed, open_closed
 from litebert.errors import ConfigError
 
-# By argparse destination (the flag without "--", "-" as "_"). A value of None means "not given" and is skipped.
+# By argparse destination (the flag without "--", "-" as "_"), for options that are not an options-dataclass field
+# (those carry their own rule). A value of None means "not given" and is skipped.
 RULES: dict[str, Rule] = {
     **{name: LEARNING_RATE for name in ("lr", "finetune_lr")},
-    "epochs": ABOVE_ZERO,
     "warmup_ratio": closed(0.0, 1.0),
-    "masked_lm_prob": ((lambda v: 0 < v < 1), "must be in (0, 1)"),
-    "short_seq_prob": closed(0.0, 1.0),
     "validation_fraction": FRACTION,
-    **{name: FRACTION for name in ("dropout", "albert_dropout", "classifier_dropout")},
-    "max_grad_norm": ABOVE_ZERO,
-    **{name: NON_NEGATIVE for name in ("weight_decay", "no_decay_lr_scale")},
     "character_coverage": open_closed(0.0, 1.0),
     "max_seq_length": at_least(8),
     "opset": at_least(1),
     **{name: POSITIVE for name in (
-        "steps", "batch_size", "micro_batch_size", "eval_batch_size", "grad_accum", "log_every", "save_every",
-        "eval_batches", "keep", "top_k", "workers", "threads", "num_threads", "vocab_size", "max_predictions_per_seq",
-        "ngram", "doc_stride", "max_query_length", "n_best", "max_answer_length", "limit", "max_length",
+        "steps", "batch_size", "top_k", "workers", "threads", "num_threads", "vocab_size", "limit", "max_length",
         "max_sentence_tokens", "min_doc_tokens", "min_doc_sentences", "input_sentence_size", "finetune_steps",
-        "repeats", "max_train_examples", "max_eval_examples")},
-    **{name: NON_NEGATIVE for name in (
-        "seed", "pretrain_seed", "num_workers", "nan_budget", "warmup_steps", "eval_every", "patience",
-        "max_doc_sentences")},
+        "repeats")},
+    **{name: NON_NEGATIVE for name in ("seed", "pretrain_seed", "max_doc_sentences")},
 }
 
 
@@ -46,8 +42,9 @@ def flag(dest: str) -> str:
 
 def check_args(args) -> None:
     """Raise ConfigError for the first option of `args` (an argparse Namespace) that breaks its rule."""
+    fields = getattr(args, FIELD_DESTS, frozenset())  # checked by their options class
     for dest, value in sorted(vars(args).items()):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if dest in fields or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{flag(dest)} {value}: must be a finite number")

@@ -14,6 +14,9 @@ def add_command(sub, name: str, help: str, example: str, description: str | None
                           epilog=f"example:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+FIELD_DESTS = "_option_fields"  # the namespace attribute naming the options checked by an options dataclass
+
+
 def add_alias(parser, old: str, dest: str, **kwargs) -> None:
     """An old spelling of a flag: accepted, not shown in --help, and it never overrides the new flag's default."""
     parser.add_argument(old, dest=dest, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
@@ -51,6 +54,10 @@ def add_dataclass_args(parser, cls, required: tuple[str, ...] = (), skip: tuple[
             action = parser.add_argument(flag, dest=f.name, type=base, default=default,
                                          required=f.name in required, help=text, **extra)
         action.option_field = (f, types[f.name])  # a --config file's value for it is checked as the field is
+    # Every field (an old spelling added by add_alias included) is checked by the class when the handler builds it
+    # (dataclass_from_args): _checks.check_args leaves them to it, so each rule has one home.
+    parser.set_defaults(**{FIELD_DESTS: frozenset(parser.get_default(FIELD_DESTS) or ())
+                           | {f.name for f in dataclasses.fields(cls)}})
 
 
 def field_help(field) -> str:

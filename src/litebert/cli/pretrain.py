@@ -33,8 +33,6 @@ def run_pretrain(args) -> int:
     if args.warmup_ratio is not None:
         if args.warmup_steps is not None:
             raise ConfigError("give --warmup-steps or --warmup-ratio, not both")
-        if not 0 <= args.warmup_ratio <= 1:
-            raise ConfigError(f"--warmup-ratio {args.warmup_ratio}: must be in [0, 1]")
         args.warmup_steps = round(args.warmup_ratio * args.steps)
     cfg = dataclass_from_args(PretrainConfig, args)
     if args.print_config:

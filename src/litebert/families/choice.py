@@ -17,6 +17,11 @@ from litebert.kinds import Kind
 from litebert.pipelines import Pipeline, _need_dict, _need_text, _softmax
 
 
+def option_letter(i: int) -> str:
+    """Option i's letter, as RACE writes answers: 0 -> "A" (a served question may have up to 16 options)."""
+    return chr(ord("A") + i)
+
+
 class ChoiceKind(Kind):
     def num_labels(self, label_list) -> int:
         return 1
@@ -33,11 +38,11 @@ class ChoiceKind(Kind):
     def collapse(self, examples, features, outputs, spec, label_list):
         picked = {int(np.argmax(o)) for o in outputs}
         if len(outputs) > 1 and len(picked) == 1:
-            return {"collapse": "one option", "single_option": "ABCD"[picked.pop()]}
+            return {"collapse": "one option", "single_option": option_letter(picked.pop())}
         return {}
 
     def predictions(self, examples, features, outputs, spec, label_list):
-        return [{"guid": ex.guid, "answer": "ABCD"[int(np.argmax(o))]} for ex, o in zip(examples, outputs)]
+        return [{"guid": ex.guid, "answer": option_letter(int(np.argmax(o)))} for ex, o in zip(examples, outputs)]
 
 
 def choice_item(Text, strict):
