@@ -78,6 +78,8 @@ def test_refusals_name_the_reason(tiny_run, tmp_path, capsys, shared_data):
     _, run, _ = tiny_run
     assert cli_main(["evaluate", "--model", str(run), "--split", "dev"]) == 2
     assert "--split: for a fine-tuning TASK" in capsys.readouterr().err
+    assert cli_main(["evaluate", "--model", str(run), "--eval-batches", "0"]) == 2
+    assert "--eval-batches 0: must be >= 1" in capsys.readouterr().err
     clf = save_model(tmp_path / "clf", "AlbertForSequenceClassification", tokenizer(shared_data))
     assert cli_main(["evaluate", "--model", str(clf), "--data", str(tiny_run[0][0])]) == 2
     assert "not a pretraining directory" in capsys.readouterr().err
