@@ -39,6 +39,8 @@ EXTRA = {
     "pretrain": ["--max-seq-length", "64", "--eval-batches", "1", "--log-every", "1"],
     "finetune": ["--steps", "2", "--max-train-examples", "16", "--max-eval-examples", "8", "--max-seq-length", "64"],
     "tokenizer train": [],
+    # a held-out split for the pretraining run's eval and `evaluate --model runs/base` (1% of this corpus is none)
+    "data build": ["--validation-fraction", "0.05"],
     "bench": ["--model", "albert-tiny", "--batch", "2", "--seq", "32", "--repeats", "1"],
     "ablate": ["--steps", "2", "--seeds", "1", "--finetune-steps", "2", "--finetune-train-examples", "16",
                "--layers", "1", "--hidden-size", "64", "--max-seq-length", "32", "--glue", "glue",
@@ -130,7 +132,7 @@ def prepare(root: Path, command: str, line: str) -> None:
         (root / "store").rename(root / "store-in-one-go")
         for i in range(2):
             assert main(["data", "build", "--input", "corpus/", "--tokenizer", "tok/", "--out", f"part{i}/",
-                         "--shard", f"{i}/2", "--workers", "1", "--quiet"]) == 0
+                         "--shard", f"{i}/2", "--workers", "1", "--quiet", *EXTRA["data build"]]) == 0
     if command in ("evaluate", "predict", "serve", "export-onnx") and "runs/" in line:
         task, run = {"runs/mnli": ("mnli", "MNLI"), "runs/rte": ("rte", "RTE")}.get(
             next((r for r in ("runs/mnli", "runs/rte") if r in line), ""), (None, None))

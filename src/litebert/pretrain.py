@@ -565,15 +565,26 @@ def eval_protocol(cfg: PretrainConfig) -> PretrainConfig:
                                max_predictions_per_seq=max(1, min(cfg.max_predictions_per_seq, cap)))
 
 
-def evaluate(run: Run, objective: str | None = None) -> dict[str, float]:
-    """MLM loss/accuracy (ALBERT's 15% masking: `eval_protocol`) and sentence-pair accuracy on the store's
-    validation split."""
-    if run.store.num_documents("validation") == 0:
+def held_out_eval(model: AlbertForPreTraining, store, cfg: PretrainConfig, precision: str) -> dict[str, float]:
+    """The figures of a pretraining run's eval lines and metrics.jsonl eval records, on the store's validation
+    split: held-out MLM (ALBERT's 15% masking: `eval_protocol`; every per-kind figure and baseline of
+    `evaluate_checkpoint`) with the pair accuracy of the run's objective, plus the other pair task's for an sop or
+    nsp run (the paper's Table 5 cross-evaluation). `litebert evaluate` on a pretraining directory calls this with
+    the run's recorded settings (pretrain_eval.py), so it repeats the run's figures. {} without a validation
+    split."""
+    if store.num_documents("validation") == 0:
         return {}
-    objective = objective or (run.cfg.objective if run.cfg.objective != "none" else "sop")
-    return evaluate_checkpoint(run.raw_model, run.store, objective, run.cfg.max_seq_length,
-                               batches=run.cfg.eval_batches, batch_size=run.cfg.micro_batch_size,
-                               precision=run.precision, seed=run.cfg.seed, cfg=eval_protocol(run.cfg))
+
+    def score(objective: str) -> dict[str, float]:
+        return evaluate_checkpoint(model, store, objective, cfg.max_seq_length, batches=cfg.eval_batches,
+                                   batch_size=cfg.micro_batch_size, precision=precision, seed=cfg.seed,
+                                   cfg=eval_protocol(cfg))
+
+    result = score(cfg.objective if cfg.objective != "none" else "sop")
+    other = {"nsp": "sop", "sop": "nsp"}.get(cfg.objective)
+    if other:  # only its pair accuracy: the MLM figures are the first pass's
+        result[f"eval_{other}_acc"] = score(other)[f"eval_{other}_acc"]
+    return result
 
 
 @torch.no_grad()
@@ -916,11 +927,7 @@ def measure_seconds_per_step(cfg: PretrainConfig, steps: int = 8) -> float:
 def log_eval(run: Run, log: MetricsLog | None) -> dict[str, float]:
     result: dict[str, float] = {}
     if run.d.main:
-        result = evaluate(run)
-        if run.cfg.objective == "nsp":  # the ablation: score the NSP-trained head on SOP pairs too
-            result.update({k: v for k, v in evaluate(run, "sop").items() if k == "eval_sop_acc"})
-        elif run.cfg.objective == "sop":
-            result.update({k: v for k, v in evaluate(run, "nsp").items() if k == "eval_nsp_acc"})
+        result = held_out_eval(run.raw_model, run.store, run.cfg, run.precision)
         if result and log is not None:
             log.write({"step": run.step, **result})
             # The [MASK]-position figure and its baselines first (litebert.mlm_scores); all of them are in the log.

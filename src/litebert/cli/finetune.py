@@ -27,14 +27,21 @@ litebert finetune --config runs/sst2/finetune.json --out runs/sst2-again     # r
     p.config_ignore = ()
     p.set_defaults(func=run_finetune, grad_accum=None)
 
-    e = add_command(sub, "evaluate", "score a fine-tuned model on a split", """
+    e = add_command(sub, "evaluate", "score a fine-tuned model on a split, or a pretraining run on held-out MLM", """
 litebert evaluate sst-2 --model runs/sst2 --data glue/SST-2
-litebert evaluate mnli --model runs/mnli --data glue/MNLI --split dev_mismatched""")
-    e.add_argument("task_name", metavar="TASK", help="the task the model was fine-tuned for")
-    _shared(e, FinetuneConfig)
-    e.add_argument("--data", required=True, help="task folder or a file of the split")
+litebert evaluate mnli --model runs/mnli --data glue/MNLI --split dev_mismatched
+litebert evaluate --model runs/base          # pretraining: held-out MLM on its store, as its eval lines""")
+    e.add_argument("task_name", metavar="TASK", nargs="?",
+                   help="the task the model was fine-tuned for; without it, --model is a pretraining run or model "
+                        "directory, scored on held-out MLM (at [MASK], kept and random targets, the headline, the "
+                        "model-free baselines, the pair accuracy) with the run's own settings")
+    _shared(e, FinetuneConfig, run_defaults=True)
+    e.add_argument("--data", help="task folder or a file of the split; without a TASK, a token store (default: "
+                                  "the one the run trained on)")
     e.add_argument("--split", help="split to score (default: the task's dev split)")
     e.add_argument("--limit", type=int, help="score only the first N examples (default: all)")
+    e.add_argument("--eval-batches", type=int, help="without a TASK: held-out batches of --batch-size sequences "
+                                                    "(default: the run's)")
     e.set_defaults(func=run_evaluate)
 
     q = add_command(sub, "predict", "write JSONL predictions for a file in the task's format, or for --text", """
@@ -58,17 +65,23 @@ litebert predict rte --model runs/rte --text $'A man sleeps.\\tSomeone is awake.
     f.set_defaults(func=run_fill_mask)
 
 
-def _precision(p) -> None:
+def _precision(p, run_default: bool = False) -> None:
     from litebert.device import AUTO_PRECISION_HELP, PRECISIONS
 
-    p.add_argument("--precision", default="auto", choices=PRECISIONS,
-                   help=AUTO_PRECISION_HELP + " (default: auto)")
+    p.add_argument("--precision", default=None if run_default else "auto", choices=PRECISIONS,
+                   help=AUTO_PRECISION_HELP + (" (default: auto; without a TASK, the pretraining run's)" if run_default
+                                               else " (default: auto)"))
 
 
-def _shared(p, options) -> None:
-    p.add_argument("--model", required=True, help="fine-tuning run dir (its best/ checkpoint) or model directory")
-    _precision(p)
-    p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default: 64)")
+def _shared(p, options, run_defaults: bool = False) -> None:
+    """The options of evaluate and predict. `run_defaults` (evaluate): precision and batch size default to a
+    pretraining run's when there is no TASK, so they are None here and the handler fills in the task defaults."""
+    p.add_argument("--model", required=True, help="fine-tuning run dir (its best/ checkpoint) or model directory"
+                   + ("; without a TASK, a pretraining run, demo or model directory" if run_defaults else ""))
+    _precision(p, run_defaults)
+    p.add_argument("--batch-size", type=int, default=None if run_defaults else 64,
+                   help="examples per forward pass (default: 64" + ("; without a TASK, the run's)" if run_defaults
+                                                                    else ")"))
     p.add_argument("--max-seq-length", type=int,
                    help="tokens per example (default: the run's, from its record; else the task's)")
     p.add_argument("--allow-task-mismatch", action="store_true",
@@ -102,11 +115,41 @@ def run_finetune(args) -> int:
 
 
 def run_evaluate(args) -> int:
+    from litebert.errors import ConfigError
     from litebert.finetune import evaluate
 
-    result = evaluate(args.task_name, args.model, args.data, split=args.split, precision=args.precision,
-                      batch_size=args.batch_size, limit=args.limit, allow_task_mismatch=args.allow_task_mismatch,
-                      **_custom(args))
+    if args.task_name is None:
+        return _evaluate_pretraining(args)
+    if args.data is None:
+        raise ConfigError(f"evaluate {args.task_name}: --data is required (the task folder or a file of the split)")
+    if args.eval_batches is not None:
+        raise ConfigError("--eval-batches is for a pretraining directory (no TASK); a task's split is scored whole "
+                          "(--limit N for its first N examples)")
+    result = evaluate(args.task_name, args.model, args.data, split=args.split, precision=args.precision or "auto",
+                      batch_size=args.batch_size or 64, limit=args.limit,
+                      allow_task_mismatch=args.allow_task_mismatch, **_custom(args))
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def _evaluate_pretraining(args) -> int:
+    """`evaluate` without a TASK: held-out MLM of a pretraining directory, the figures of its eval lines."""
+    from litebert.errors import ConfigError
+    from litebert.mlm_scores import summary_line
+    from litebert.pretrain_eval import evaluate_pretraining
+
+    task_only = [flag for flag, value in (("--split", args.split), ("--limit", args.limit),
+                                          ("--allow-task-mismatch", args.allow_task_mismatch),
+                                          *((f"--{k.replace('_', '-')}", getattr(args, k)) for k in CUSTOM))
+                 if value not in (None, False)]
+    if task_only:
+        raise ConfigError(f"{', '.join(task_only)}: for a fine-tuning TASK; without a TASK, evaluate scores a "
+                          "pretraining directory on its held-out MLM (--data STORE, --max-seq-length, --eval-batches, "
+                          "--batch-size, --precision)")
+    result = evaluate_pretraining(args.model, data=args.data, precision=args.precision,
+                                  max_seq_length=args.max_seq_length, eval_batches=args.eval_batches,
+                                  batch_size=args.batch_size)
+    print(f"eval {summary_line(result)}", file=sys.stderr)  # the pretraining eval line's words
     print(json.dumps(result, indent=2, default=str))
     return 0
 
