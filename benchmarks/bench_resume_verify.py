@@ -27,7 +27,7 @@ from litebert.lab.bench import host_line
 from litebert.model import AlbertForPreTraining
 from litebert.optim import build_optimizer
 from litebert.pretrained import model_files, read_model_state
-from litebert.pretrain import read_checkpoint
+from litebert.runlife import read_checkpoint
 
 
 def make_checkpoint(run_dir: Path, preset: str) -> Path:
