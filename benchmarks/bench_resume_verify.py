@@ -5,7 +5,7 @@ per weight, as after any step) into a temporary run dir, then times, alternating
 
     unchecked   read the training state and the weights (torch.load of the file, safetensors load_file), as
                 resume did before it checked hashes
-    checked     `litebert.pretrain.read_checkpoint`: every file read once and hashed, the state and the weights
+    checked     `litebert.runlife.read_checkpoint`: every file read once and hashed, the state and the weights
                 loaded from the checked bytes (what resume does now)
 
     python benchmarks/bench_resume_verify.py --model albert-base --repeats 5
