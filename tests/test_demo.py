@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from litebert.demo import DEMO_MODEL, FILL_MASK_EXAMPLES, run_demo
@@ -33,6 +34,13 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     # the summary leads with the [MASK]-position figure and ends with a verdict on it
     assert printed.index("words hidden behind [MASK]") < printed.index("Official masked_lm_accuracy")
     assert "Verdict: " in printed and 0 <= result["eval_mlm_acc_mask"] <= 1
+    # `evaluate` on the demo dir, with the summary's batch of 32 in fp32, repeats the summary's figures (one code)
+    from litebert.cli import main
+
+    assert main(["evaluate", "--model", str(tmp_path / "demo"), "--batch-size", "32", "--precision", "fp32"]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    figures = {k: v for k, v in result.items() if k.startswith("eval_")}
+    assert len(figures) > 10 and {k: scored[k] for k in figures} == pytest.approx(figures, rel=1e-9, abs=1e-12)
     # a second demo in the same dir with another step count pretrains afresh (it used to resume the old
     # checkpoint past its own last step, then fail to find checkpoint-N)
     threads = torch.get_num_threads()
