@@ -38,7 +38,7 @@ from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, for_infer
 from litebert.checkpoint import checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.faults import inject_fault
-from litebert.files import fsync_dir, move_into_place, read_json
+from litebert.files import atomic_write, fsync_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
 from litebert.kinds import Kind
 from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
@@ -539,7 +539,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     if resume is not None:
         check_same_recipe(out_dir / "finetune.json", cfg)
-    (out_dir / "finetune.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+    _write_json(out_dir / "finetune.json", dataclasses.asdict(cfg))
 
     label_list = label_list_for(spec, train) if heads.family(spec.head).has_labels else None
     dev_split = spec.eval_splits[0]
@@ -894,7 +894,10 @@ def _write(f, trackers: Trackers, record: dict) -> None:
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    path.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+    """A run record, whole or not at all (a torn finetune.json would refuse the resume; a torn result.json would
+    mark a run finished that cannot be read)."""
+    text = json.dumps(obj, indent=2, default=str) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def _progress(total: int, log_every: int):
