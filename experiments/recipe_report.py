@@ -115,7 +115,7 @@ def mask_table(records: list[dict], at: float) -> str:
     rows = []
     for r in records:
         last = r["curve"][-1]
-        status = "" if r.get("done") else " (running)"
+        status = "" if r.get("done") else (" (stopped)" if r.get("note") else " (running)")
         rows.append(f"| {r['name']}{status} | {settings(r)} | {last['tokens'] / 1e6:.2f}M | "
                     f"{(r.get('tokens_per_s') or 0):,.0f} | {mask_at(r, at)} | {pct(last['eval_mlm_acc_mask'])} | "
                     f"{pct(last['eval_mlm_acc'])} | {pct(last['eval_mlm_acc_kept'])} | "
