@@ -274,7 +274,7 @@ def test_a_run_that_picks_one_option_says_so(tmp_path, english_model, capsys):
                                      precision="fp32", lr=1e-4, log_every=1))
     assert "every dev prediction" in result["warnings"][0] and "option A" in result["warnings"][0]
     assert "WARNING: every dev prediction" in capsys.readouterr().err
-    scores = evaluate("race", tmp_path / "run", tmp_path, max_seq_length=64)
+    scores = evaluate("race", tmp_path / "run", tmp_path / "dev", max_seq_length=64)  # a folder of RACE files
     assert scores["collapse"] == "one option" and scores["single_option"] == "A"
     assert scores["accuracy"] == 2 / 6  # answers A, A of six
 

@@ -246,8 +246,9 @@ def custom_task(
 def split_path(spec: TaskSpec, path_or_dir: str | Path, split: str) -> Path:
     """The file for `split`: `path_or_dir` itself when it is a file, else the task folder + spec.files[split]."""
     path = Path(path_or_dir)
-    if path.is_file() or (spec.format == "race" and any((path / lv).is_dir() for lv in ("high", "middle"))):
-        return path  # a file, or one RACE split folder ({high,middle}/*.txt)
+    if path.is_file() or (spec.format == "race" and (any((path / lv).is_dir() for lv in ("high", "middle"))
+                                                      or any(path.glob("*.txt")))):
+        return path  # a file, or one RACE split folder ({high,middle}/*.txt), or a folder of RACE *.txt files
     if split not in spec.files:
         raise ConfigError(f"task {spec.name} has no split {split!r}; known: {sorted(spec.files)}")
     path = path / spec.files[split]
