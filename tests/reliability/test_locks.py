@@ -49,14 +49,27 @@ def hold_lock(lock_file) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.parametrize("command", ["data build", "finetune"])
+@pytest.mark.parametrize("command", ["data build", "data merge", "finetune"])
 def test_a_held_store_or_run_dir_is_refused(tiny_data, tmp_path, capsys, command):
     store, tokenizer, model = tiny_data
     out = tmp_path / "out"
+    parts = [tmp_path / f"p{i}" for i in range(2)]
     if command == "data build":
         lock_file = tmp_path / ".out.lock"
         args = ["data", "build", "--input", str(store.parent / "corpus.txt"), "--tokenizer", str(tokenizer),
                 "--out", str(out), "--workers", "1", "--quiet"]
+    elif command == "data merge":  # a merge writes a store as a build does: it takes the same lock (before: none)
+        docs = (store.parent / "corpus.txt").read_text().split("\n\n")
+        halves = [tmp_path / "in" / f"{i}.txt" for i in range(2)]
+        halves[0].parent.mkdir()
+        for i, half in enumerate(halves):  # two files, so that each of two parts gets one
+            half.write_text("\n\n".join(docs[i::2]))
+        for i, part in enumerate(parts):
+            assert cli_main(["data", "build", "--input", str(halves[0].parent), "--tokenizer", str(tokenizer),
+                             "--out", str(part), "--shard", f"{i}/2", "--workers", "1", "--quiet"]) == 0
+        capsys.readouterr()
+        lock_file = tmp_path / ".out.lock"
+        args = ["data", "merge", *map(str, parts), "--out", str(out)]
     else:
         out.mkdir()
         lock_file = out / ".lock"
@@ -70,6 +83,8 @@ def test_a_held_store_or_run_dir_is_refused(tiny_data, tmp_path, capsys, command
     err = capsys.readouterr().err
     assert f"--out {out}: in use by another litebert process (pid {holder.pid}" in err and "Traceback" not in err
     assert not out.exists() or sorted(p.name for p in out.iterdir()) in ([], [".lock"])
+    if command == "data merge":  # refused before anything moved: the parts are where they were
+        assert all((part / "meta.json").is_file() for part in parts)
 
 
 def test_the_lock_dies_with_its_holder(tiny_data, tmp_path):

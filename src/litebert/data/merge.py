@@ -31,7 +31,7 @@ import numpy as np
 
 from litebert.data.corpus import _READ_HINT, CorpusReader, expand_inputs, is_jsonl, open_binary
 from litebert.data.store import (SPLITS, TokenStore, _swap_into_place, _write_json, build_store, check_usable,
-                                 split_warnings)
+                                 split_warnings, writing_store)
 from litebert.errors import CorpusError
 from litebert.files import OUTPUT_ERRNOS, disk_error, fsync_dir, reason, sha256_file
 
@@ -222,29 +222,27 @@ def merge_parts(parts, out, overwrite: bool = False) -> TokenStore:
     stats["warnings"] = split_warnings(meta["splits"], meta["build"]["validation_fraction"])
     check_usable(stats, meta["build"]["validation_fraction"])
 
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "parts").mkdir(parents=True)
-    moved: list[tuple[Path, Path]] = []
-    try:
-        for i, store in enumerate(stores):
-            target = tmp / "parts" / f"{i:05d}"
-            os.rename(store.path, target)
-            moved.append((target, store.path))
-        _copy_files(tmp / "parts" / "00000" / "tokenizer", tmp / "tokenizer")
-        _write_json(tmp / "stats.json", stats)
-        _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
-        fsync_dir(tmp)
-        _swap_into_place(tmp, out)
-    except BaseException as exc:
-        for target, source in reversed(moved):  # give the parts back
-            os.rename(target, source)
-        shutil.rmtree(tmp, ignore_errors=True)
-        err = disk_error(exc) if isinstance(exc, Exception) else None
-        if err is None or err.errno not in OUTPUT_ERRNOS:
-            raise
-        raise CorpusError(f"{out}: cannot write the merged store ({reason(err)}: {err.filename or err}); the parts "
-                          "are back where they were") from None
+    with writing_store(out) as tmp:  # the same lock as `data build` of `out`: one writer of a store at a time
+        moved: list[tuple[Path, Path]] = []
+        try:
+            (tmp / "parts").mkdir()
+            for i, store in enumerate(stores):
+                target = tmp / "parts" / f"{i:05d}"
+                os.rename(store.path, target)
+                moved.append((target, store.path))
+            _copy_files(tmp / "parts" / "00000" / "tokenizer", tmp / "tokenizer")
+            _write_json(tmp / "stats.json", stats)
+            _write_json(tmp / "meta.json", meta)  # last: its presence marks a complete store
+            fsync_dir(tmp)
+            _swap_into_place(tmp, out)
+        except BaseException as exc:
+            for target, source in reversed(moved):  # give the parts back (before the temp folder is removed)
+                os.rename(target, source)
+            err = disk_error(exc) if isinstance(exc, Exception) else None
+            if err is None or err.errno not in OUTPUT_ERRNOS:
+                raise
+            raise CorpusError(f"{out}: cannot write the merged store ({reason(err)}: {err.filename or err}); the "
+                              "parts are back where they were") from None
     return TokenStore.open(out)
 
 

@@ -436,8 +436,7 @@ def build_store(
         tokenizer = str(Path(tokenizer).resolve())
     dtype = token_dtype(tok.vocab_size)
 
-    # One build per --out at a time: the lock sits beside the store, which is replaced by a rename.
-    with OutputLock(out.parent / f".{out.name}.lock", f"--out {out}"), _build_folder(out) as tmp:
+    with writing_store(out) as tmp:
         try:
             inject_fault("stop", 0, 0)  # (tests: a build that has taken its locks stops here)
             writer = _StoreWriter(tmp, dtype, seed, validation_fraction, min_doc_tokens, min_doc_sentences,
@@ -491,6 +490,15 @@ def build_store(
     store.build_info = {"worker_cpu_seconds": writer.worker_cpu_seconds,
                         "worker_peak_rss_mb": writer.worker_peak_rss_kb / 1024}
     return store
+
+
+@contextlib.contextmanager
+def writing_store(out: Path) -> Iterator[Path]:
+    """One writer per store path at a time, a build or a merge: the lock file .OUT.lock beside the store (the store
+    itself is replaced by a rename, so it cannot carry the lock) and the flocked temp folder the new store is
+    written in (`_build_folder`), which this yields."""
+    with OutputLock(out.parent / f".{out.name}.lock", f"--out {out}"), _build_folder(out) as tmp:
+        yield tmp
 
 
 @contextlib.contextmanager
