@@ -12,6 +12,7 @@ from litebert.convert.tf_bundle import read_checkpoint
 from litebert.convert.tf_map import load_tf_albert
 from litebert.errors import CheckpointError, ConversionError
 from tf_fixtures import hf_to_tf_tensors, write_checkpoint
+from tiny_models import ALBERT_ZH_GOOGLE_CONFIG
 
 transformers = pytest.importorskip("transformers")
 
@@ -123,13 +124,7 @@ def test_tfhub_prefixed_copy_converts_identically(shared_data, tmp_path):
 
 def test_albert_zh_google_layout_roundtrip(shared_data, tmp_path):
     vocab = shared_data / "chinese" / "albert_zh_vocab.txt"
-    official = {  # albert_zh "google" config style: official fields plus BERT leftovers
-        "attention_probs_dropout_prob": 0.0, "directionality": "bidi", "hidden_act": "relu",
-        "hidden_dropout_prob": 0.0, "embedding_size": 16, "hidden_size": 32, "initializer_range": 0.02,
-        "intermediate_size": 48, "max_position_embeddings": 40, "num_attention_heads": 4, "num_hidden_layers": 4,
-        "num_hidden_groups": 1, "inner_group_num": 1, "pooler_fc_size": 768, "pooler_type": "first_token_transform",
-        "type_vocab_size": 2, "vocab_size": 21128, "ln_type": "postln",
-    }  # fmt: skip
+    official = dict(ALBERT_ZH_GOOGLE_CONFIG)
     torch.manual_seed(0)
     hf_cfg = transformers.AlbertConfig(
         **{k: official[k] for k in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",

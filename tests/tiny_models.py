@@ -11,6 +11,16 @@ import torch
 import litebert
 from litebert.config import AlbertConfig
 
+# A tiny config.json in albert_zh's "google" style: the official fields plus BERT leftovers (directionality,
+# pooler_*, ln_type), with albert_zh's 21,128-entry WordPiece vocabulary.
+ALBERT_ZH_GOOGLE_CONFIG = {
+    "attention_probs_dropout_prob": 0.0, "directionality": "bidi", "hidden_act": "relu",
+    "hidden_dropout_prob": 0.0, "embedding_size": 16, "hidden_size": 32, "initializer_range": 0.02,
+    "intermediate_size": 48, "max_position_embeddings": 40, "num_attention_heads": 4, "num_hidden_layers": 4,
+    "num_hidden_groups": 1, "inner_group_num": 1, "pooler_fc_size": 768, "pooler_type": "first_token_transform",
+    "type_vocab_size": 2, "vocab_size": 21128, "ln_type": "postln",
+}  # fmt: skip
+
 TEXTS = ["a gripping , funny film", "dull .", "the plot wanders but the actors are a joy to watch from start to end"]
 TINY = dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
             max_position_embeddings=64)
