@@ -190,15 +190,21 @@ def _save_error_message(run_dir: Path, step: int, e: OSError) -> str:
 # ------------------------------------------------------------------------------------------ find / validate
 
 
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """N for a checkpoint-N directory's path, None for any other name."""
+    match = _CKPT_RE.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
 def _checkpoint_dirs(run_dir: Path) -> list[tuple[int, Path]]:
     """(step, path) of every checkpoint-N directory, complete or not, in step order."""
     if not run_dir.is_dir():
         return []
     found = []
     for entry in os.scandir(run_dir):
-        match = _CKPT_RE.match(entry.name)
-        if match and entry.is_dir():
-            found.append((int(match.group(1)), Path(entry.path)))
+        step = checkpoint_step(entry.name)
+        if step is not None and entry.is_dir():
+            found.append((step, Path(entry.path)))
     return sorted(found)
 
 

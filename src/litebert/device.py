@@ -119,15 +119,15 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     return precision
 
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # a resolved precision's dtype
+
+
 def autocast(precision: str, device: torch.device):
     """Autocast context for a resolved precision (fp32: none)."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    return torch.autocast(device_type=device.type, dtype=DTYPES[precision])
 
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def for_inference(model: torch.nn.Module, precision: str, device: torch.device | None = None) -> torch.nn.Module:
@@ -147,7 +147,7 @@ def synchronize(device: torch.device) -> None:
 def measure_peak_flops(device: torch.device, precision: str, m: int, k: int, n: int, seconds: float = 0.5) -> float:
     """FLOP/s of one [m, k] x [k, n] matmul in the run's precision: the model's own FFN shape, so MFU says how
     close the whole training step gets to what this machine does on its biggest GEMM."""
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dtype = DTYPES[precision]
     # Constant operands: the timing needs no randomness, and the global RNG (dropout's) stays untouched.
     a = torch.full((m, k), 0.5, device=device, dtype=dtype)
     b = torch.full((k, n), 0.25, device=device, dtype=dtype)

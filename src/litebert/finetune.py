@@ -11,6 +11,7 @@ official scripts keep `model.ckpt-best`), `RUN_DIR/metrics.jsonl`, `RUN_DIR/fine
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -136,8 +137,8 @@ class FinetuneConfig:
         parse_report_to(self.report_to)  # known trackers, their libraries installed: refused before any work
         self.max_seconds  # noqa: B018 (validates --max-time)
 
-    @property
-    def max_seconds(self) -> float | None:
+    @functools.cached_property
+    def max_seconds(self) -> float | None:  # read on every step's budget check: parsed once
         return None if self.max_time is None else parse_duration(self.max_time, "--max-time")
 
 

@@ -54,7 +54,7 @@ from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
-from litebert.rundir import resolve_model_dir
+from litebert.rundir import RUN_RECORD, resolve_model_dir
 from litebert.runlife import (TermSignal, budget_reached, changed_fields, check_state_keys, last_checkpoint,
                               make_run_dir, newest_verified, parse_duration, read_checkpoint, restore_rng,
                               restore_training, rng_state, save_run_checkpoint, sigterm_error, stopping_line,
@@ -370,7 +370,7 @@ def setup(cfg: PretrainConfig) -> Run:
 
 def check_run_dir_matches(run: Run) -> None:
     """Every run dir stores what made it; a restart with a different store or model is refused."""
-    path = Path(run.cfg.out) / "run.json"
+    path = Path(run.cfg.out) / RUN_RECORD
     now = {"model_config": run.config.to_dict(), "tokenizer_fingerprint": run.store.tokenizer_fingerprint,
            "store_fingerprint": run.store.content_fingerprint, "train": dataclasses.asdict(run.cfg)}
     if path.is_file() and run.step > 0:
@@ -672,7 +672,7 @@ class MetricsLog:
         self.main = run.d.main
         # --report-to: every record also goes to the trackers, with the run record (run.json) as their parameters
         self.trackers = (Trackers(run.cfg.trackers, run.cfg.out, "pretrain",
-                                  read_json(Path(run.cfg.out) / "run.json", TrainingError, expect=dict))
+                                  read_json(Path(run.cfg.out) / RUN_RECORD, TrainingError, expect=dict))
                          if self.main and run.cfg.trackers else None)
 
     def write(self, record: dict[str, Any]) -> None:

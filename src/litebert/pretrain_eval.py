@@ -12,16 +12,14 @@ repeat its last eval line; `data` scores another store built with the same token
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 from typing import Any
 
 from litebert import heads
+from litebert.checkpoint import checkpoint_step
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
 from litebert.files import read_json
-from litebert.rundir import resolve_model_dir, resolve_run_dir
-
-RUN_RECORD = "run.json"  # what `pretrain` writes in its run directory (pretrain.check_run_dir_matches)
+from litebert.rundir import RUN_RECORD, resolve_model_dir, resolve_run_dir
 
 
 def is_pretraining_dir(spec: str | Path) -> bool:
@@ -42,7 +40,7 @@ def find_run(spec: str | Path, weights_dir: Path) -> Path | None:
     run = resolve_run_dir(spec)
     if (run / RUN_RECORD).is_file():
         return run
-    inside = weights_dir.name == "final" or re.fullmatch(r"checkpoint-\d+", weights_dir.name)
+    inside = weights_dir.name == "final" or checkpoint_step(weights_dir) is not None
     if inside and (weights_dir.parent / RUN_RECORD).is_file():
         return weights_dir.parent
     return None
@@ -68,13 +66,12 @@ def run_settings(run_dir: Path):
 
 def step_of(weights_dir: Path) -> int | None:
     """The training step of a checkpoint-STEP/ or final/ (its step.txt) directory, None when unknown."""
-    match = re.fullmatch(r"checkpoint-(\d+)", weights_dir.name)
-    if match:
-        return int(match.group(1))
+    step = checkpoint_step(weights_dir)
+    if step is not None:
+        return step
     step_file = weights_dir / "step.txt"
-    if step_file.is_file() and step_file.read_text().strip().isdigit():
-        return int(step_file.read_text().strip())
-    return None
+    text = step_file.read_text().strip() if step_file.is_file() else ""
+    return int(text) if text.isdigit() else None
 
 
 def evaluate_pretraining(model: str | Path, data: str | Path | None = None, precision: str | None = None,

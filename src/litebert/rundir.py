@@ -17,6 +17,9 @@ from pathlib import Path
 
 from litebert.errors import CheckpointError
 
+# What `pretrain` records in its run directory: the model config and recipe a resume is checked against.
+RUN_RECORD = "run.json"
+
 # Where `litebert demo` puts its pretraining run inside its own directory (beside corpus.txt, tokenizer/, store/).
 DEMO_RUN = "pretrain"
 
@@ -34,7 +37,7 @@ def resolve_run_dir(spec: str | Path) -> Path:
 
 
 def _is_run(path: Path) -> bool:
-    return (path / "metrics.jsonl").is_file() or (path / "run.json").is_file()
+    return (path / "metrics.jsonl").is_file() or (path / RUN_RECORD).is_file()
 
 
 def resolve_model_dir(spec: str | Path, quiet: bool = False) -> Path:

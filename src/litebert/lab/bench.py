@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from litebert.config import AlbertConfig
-from litebert.device import autocast, cpu_bf16_speedup, cpu_flags, resolve_precision, synchronize
+from litebert.device import DTYPES, autocast, cpu_bf16_speedup, cpu_flags, resolve_precision, synchronize
 
 # ------------------------------------------------------------------------------------------------ timing engine
 
@@ -203,7 +203,7 @@ def device_peak_flops(device: torch.device) -> tuple[float, str] | None:
 def calibration_side(device: torch.device, precision: str, m: int, k: int, n: int, calls: int = 10) -> Side:
     """`calls` [m, k] x [k, n] matmuls per step in the run's precision: the model's own FFN shape. Its throughput
     (FLOP/s) is the in-process peak that MFU is measured against; it runs interleaved with the model sides."""
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dtype = DTYPES[precision]
     g = torch.Generator(device="cpu").manual_seed(0)
     a = torch.randn(m, k, generator=g).to(device, dtype)
     b = torch.randn(k, n, generator=g).to(device, dtype)
