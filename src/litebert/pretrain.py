@@ -54,7 +54,7 @@ from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
-from litebert.rundir import RUN_RECORD, resolve_model_dir
+from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD, resolve_model_dir
 from litebert.runlife import (TermSignal, budget_reached, changed_fields, check_state_keys, last_checkpoint,
                               make_run_dir, newest_verified, parse_duration, read_checkpoint, restore_rng,
                               restore_training, rng_state, save_run_checkpoint, sigterm_error, stopping_line,
@@ -882,7 +882,7 @@ def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
         atomic_write(final / name, write)
     for name, write in run_tokenizer(run).files().items():
         atomic_write(final / name, write)
-    (final / "step.txt").write_text(f"{run.step}\n")
+    (final / FINAL_STEP_FILE).write_text(f"{run.step}\n")
     write_model_card(final, training_record(run, result or {}))
     print(f"final model (step {run.step}) -> {final}", file=sys.stderr)
     return final

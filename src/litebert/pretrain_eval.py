@@ -19,7 +19,7 @@ from litebert import heads
 from litebert.checkpoint import checkpoint_step
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
 from litebert.files import read_json
-from litebert.rundir import RUN_RECORD, resolve_model_dir, resolve_run_dir
+from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD, resolve_model_dir, resolve_run_dir
 
 
 def is_pretraining_dir(spec: str | Path) -> bool:
@@ -69,7 +69,7 @@ def step_of(weights_dir: Path) -> int | None:
     step = checkpoint_step(weights_dir)
     if step is not None:
         return step
-    step_file = weights_dir / "step.txt"
+    step_file = weights_dir / FINAL_STEP_FILE
     text = step_file.read_text().strip() if step_file.is_file() else ""
     return int(text) if text.isdigit() else None
 

@@ -19,6 +19,8 @@ from litebert.errors import CheckpointError
 
 # What `pretrain` records in its run directory: the model config and recipe a resume is checked against.
 RUN_RECORD = "run.json"
+# The step a pretraining run's final/ model was saved at (a checkpoint-N/ says it in its name).
+FINAL_STEP_FILE = "step.txt"
 
 # Where `litebert demo` puts its pretraining run inside its own directory (beside corpus.txt, tokenizer/, store/).
 DEMO_RUN = "pretrain"
