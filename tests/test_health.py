@@ -63,22 +63,44 @@ def test_health_tells_collapsed_from_fresh(tiny):
     assert dead["health_spread"] < 1e-6 and dead["health_pooled_cos"] > 1 - 1e-9 and is_collapsed(dead)
 
 
-def test_pretrain_logs_health_and_warns_on_a_collapsed_model(tiny, tmp_path, capsys):
+def test_pretrain_logs_health_and_says_at_once_when_a_run_stays_collapsed(tiny, tmp_path, capsys):
     _, collapsed = model_dirs(tiny, tmp_path)
     # Continued pretraining of the collapsed model at a learning rate too small to move it: it stays collapsed.
-    args = config_args(tiny, tmp_path / "run", model=str(collapsed), steps=4, lr=1e-9, save_every=4,
-                       log_every=2)
+    # Warm-up 2 steps, a health check every step: checks 3, 4 and 5 are the three past the warm-up.
+    args = config_args(tiny, tmp_path / "run", model=str(collapsed), steps=8, lr=1e-9, save_every=8,
+                       log_every=1, warmup_steps=2)
     result = pretrain(PretrainConfig(**args))
     logs = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in logs if "loss" in r]
-    assert [r["step"] for r in steps] == [2, 4]
+    assert [r["step"] for r in steps] == list(range(1, 9))
     assert all(r["health_spread"] < COLLAPSE_SPREAD and r["health_pooled_cos"] > 0.999 for r in steps)
     err = capsys.readouterr().err
     assert "health_spread=" in err  # the progress line
-    assert "warning: step 2: the model's representations are collapsed" in err
-    assert "the final model (step 4)" in err and result["health_spread"] < COLLAPSE_SPREAD
-    # During training the warning says a passing collapse is normal; about the final model, what it means next.
-    assert "first few hundred updates" in err and "fine-tuning from it tends to stay" in err
+    # Said once, at the third check past the warm-up, with what happened and the run's own settings to change.
+    assert err.count("the run has collapsed") == 1
+    assert "step 5: the run has collapsed" in err and "since step 1" in err
+    assert "--lr (now 1e-09)" in err and "--warmup-steps 2" in err
+    assert "the final model (step 8)" in err and result["health_spread"] < COLLAPSE_SPREAD
+    assert "fine-tuning from it tends to stay" in err
+
+
+def test_on_collapse_stop_ends_the_run_with_a_checkpoint(tiny, tmp_path, capsys):
+    from litebert.errors import TrainingError
+
+    _, collapsed = model_dirs(tiny, tmp_path)
+    args = config_args(tiny, tmp_path / "run", model=str(collapsed), steps=40, lr=1e-9, save_every=40,
+                       log_every=1, warmup_steps=2, on_collapse="stop")
+    with pytest.raises(TrainingError, match=r"stopped at step 5 \(--on-collapse stop\)"):
+        pretrain(PretrainConfig(**args))
+    assert (tmp_path / "run" / "checkpoint-5").is_dir()  # saved before stopping: nothing is lost
+
+
+def test_a_collapse_during_warmup_is_not_called_one(tiny, tmp_path, capsys):
+    _, collapsed = model_dirs(tiny, tmp_path)
+    args = config_args(tiny, tmp_path / "run", model=str(collapsed), steps=4, lr=1e-9, save_every=4,
+                       log_every=1, warmup_steps=4)
+    pretrain(PretrainConfig(**args))
+    assert "the run has collapsed" not in capsys.readouterr().err
 
 
 def test_pretrain_of_a_healthy_model_does_not_warn(tiny, tmp_path, capsys):

@@ -70,16 +70,50 @@ def is_collapsed(health: dict[str, float]) -> bool:
     return health.get("health_spread", 1.0) < COLLAPSE_SPREAD
 
 
-def warn_collapsed(health: dict[str, float], where: str, early: bool = False) -> None:
-    """Print the collapse warning to stderr (every time: a warnings.warn would show once per process). `early`:
-    during pretraining, where most runs pass through a collapse in their first few hundred updates."""
-    advice = ("most runs pass through this in their first few hundred updates; it is a problem if it lasts "
-              "(see docs/recipes.md)" if early else
-              "fine-tuning from it tends to stay at the majority class; pretrain longer or with the recipe of "
-              "docs/recipes.md")
+def warn_collapsed(health: dict[str, float], where: str) -> None:
+    """Print the collapse warning to stderr (every time: a warnings.warn would show once per process)."""
     print(f"litebert: warning: {where}: the model's representations are collapsed (health_spread "
           f"{health['health_spread']:.2g} < {COLLAPSE_SPREAD}: all inputs get nearly the same hidden state, and the "
-          f"MLM predicts little beyond word frequencies); {advice}", file=sys.stderr, flush=True)
+          "MLM predicts little beyond word frequencies); fine-tuning from it tends to stay at the majority class; "
+          "pretrain longer or with the recipe of docs/recipes.md", file=sys.stderr, flush=True)
+
+
+COLLAPSE_PATIENCE = 3  # consecutive collapsed health checks after warm-up that make a collapse, not a dip
+COLLAPSE_POLICIES = ("warn", "stop")
+
+
+class CollapseWatch:
+    """Pretraining's collapse detector: is the run collapsed, and has it stayed so?
+
+    A dip under COLLAPSE_SPREAD during the warm-up can pass; a run still collapsed at `patience` consecutive
+    health checks once the warm-up is over is called collapsed, and said so at once, with what to change
+    (docs/recipes.md, "Why pretraining collapsed": such runs stayed at the piece-frequency guess).
+    """
+
+    def __init__(self, patience: int = COLLAPSE_PATIENCE):
+        self.patience = patience
+        self.streak = 0  # consecutive collapsed checks after warm-up
+        self.first_dip: int | None = None  # the step of the first collapsed check, warm-up included
+        self.declared_at: int | None = None
+
+    def update(self, step: int, health: dict[str, float], past_warmup: bool) -> bool:
+        """Take one health check; True exactly once: at the check that makes the run collapsed."""
+        collapsed = is_collapsed(health)
+        if collapsed and self.first_dip is None:
+            self.first_dip = step
+        self.streak = self.streak + 1 if collapsed and past_warmup else 0
+        if self.declared_at is None and self.streak >= self.patience:
+            self.declared_at = step
+            return True
+        return False
+
+
+def collapse_message(health: dict[str, float], step: int, first_dip: int | None, advice: str) -> str:
+    """What happened and what to change, for a run that `CollapseWatch` called collapsed."""
+    since = f" since step {first_dip}" if first_dip is not None and first_dip < step else ""
+    return (f"step {step}: the run has collapsed: health_spread {health['health_spread']:.2g} < {COLLAPSE_SPREAD}"
+            f"{since} (every input gets nearly the same hidden state, so the MLM can only predict piece "
+            f"frequencies; runs that stay collapsed past their warm-up do not recover in their budget). {advice}")
 
 
 def store_health_batch(store, max_seq_length: int, size: int = HEALTH_BATCH) -> dict[str, torch.Tensor]:

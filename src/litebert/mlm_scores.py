@@ -43,6 +43,12 @@ class PieceTable:
     commonest: int  # the commonest piece
     next_after: np.ndarray  # [V] the commonest piece after each piece (`commonest` where a piece is never followed)
     tokens: int  # training tokens counted
+    counts: np.ndarray | None = None  # [V] how often each piece occurs in the counted tokens
+
+    def log_prior(self) -> np.ndarray:
+        """[V] log of each piece's frequency, add-0.5 smoothed (never -inf): the MLM bias that guesses them."""
+        counts = self.counts.astype(np.float64) + 0.5
+        return np.log(counts / counts.sum())
 
 
 def piece_table_from_tokens(streams, vocab_size: int) -> PieceTable:
@@ -62,7 +68,7 @@ def piece_table_from_tokens(streams, vocab_size: int) -> PieceTable:
         order = np.lexsort((nxt, -counts, prev))  # by previous piece, then most frequent first, ties: smallest id
         first = order[np.r_[True, prev[order][1:] != prev[order][:-1]]]
         next_after[prev[first]] = nxt[first]
-    return PieceTable(commonest, next_after, counted)
+    return PieceTable(commonest, next_after, counted, unigram)
 
 
 @functools.lru_cache(maxsize=4)

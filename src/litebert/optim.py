@@ -1,7 +1,8 @@
 """Optimizers and the learning-rate schedule, with the official ALBERT semantics.
 
-- `Lamb`: google-research/albert `lamb_optimizer.py`. Adam moments WITHOUT bias correction, eps 1e-6,
-  decoupled weight decay folded into the update, then the layer-wise trust ratio ||w|| / ||update||.
+- `Lamb`: google-research/albert `lamb_optimizer.py`: Adam moments, eps 1e-6, decoupled weight decay folded into
+  the update, then the layer-wise trust ratio ||w|| / ||update||. The official code has no Adam bias correction;
+  `bias_correction=True` adds it (the LAMB paper's Algorithm 2), which short runs need: docs/recipes.md, issue 43.
 - `build_optimizer`: two parameter groups (decayed + adapted, and excluded) for LAMB or AdamW.
 - `warmup_poly_decay` / `make_scheduler`: official `optimization.create_optimizer` schedule.
 - `BudgetSchedule`: the same shape over the fraction of a budget used (tokens or wall clock), so a run that stops
@@ -29,26 +30,35 @@ OPTIMIZERS = ("lamb", "adamw", "adamw_official")
 class Lamb(torch.optim.Optimizer):
     """LAMB exactly as the official TF optimizer, vectorised with `torch._foreach_*` ops.
 
-    Per parameter w with gradient g (no bias correction, so the step count is not needed):
+    Per parameter w with gradient g, at its t-th update:
         m = b1 m + (1 - b1) g
         v = b2 v + (1 - b2) g^2
-        u = m / (sqrt(v) + eps) + weight_decay * w
+        u = m / (sqrt(v) + eps) + weight_decay * w                        (official: no bias correction)
+        u = m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * w  (bias_correction=True)
         r = ||w|| / ||u||, or 1 when either norm is 0; r = 1 when the group has adapt=False
         w = w - lr * r * u
-    Group keys: lr, betas, eps, weight_decay (0 turns decay off), adapt (the trust ratio on/off).
-    With adapt=False everywhere this is the official AdamWeightDecayOptimizer.
+    Group keys: lr, betas, eps, weight_decay (0 turns decay off), adapt (the trust ratio on/off), bias_correction.
+    With adapt=False and no bias correction everywhere this is the official AdamWeightDecayOptimizer.
+
+    Why bias correction matters for the parameters without a trust ratio (biases, LayerNorm): uncorrected, a
+    steady gradient moves them by (1 - b1^t) / sqrt(1 - b2^t) times lr per step: 3.2x at t = 1, 6.5x at t = 10,
+    3.3x at t = 100, 1.3x at t = 1,000. The official recipe warms up over 3,125 steps, so that early surge meets a
+    tiny lr; a run of a few thousand steps reaches its peak lr while the surge is on, and the biases that every
+    token shares grow until all tokens look alike (the collapse of docs/recipes.md). Under the trust ratio the
+    factor cancels (the update is rescaled to lr * ||w||), so adapted tensors are unaffected.
     The state (`exp_avg`, `exp_avg_sq`) has the parameter's dtype: keep fp32 master weights under bf16 autocast.
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.01, adapt: bool = True):
+                 eps: float = 1e-6, weight_decay: float = 0.01, adapt: bool = True, bias_correction: bool = False):
         if lr < 0:
             raise ConfigError(f"lr: must be >= 0, got {lr}")
         if not all(0.0 <= b < 1.0 for b in betas):
             raise ConfigError(f"betas: each must be in [0, 1), got {betas}")
         if eps < 0 or weight_decay < 0:
             raise ConfigError(f"eps and weight_decay must be >= 0, got eps={eps}, weight_decay={weight_decay}")
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=adapt))
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=adapt,
+                                      bias_correction=bias_correction))
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
@@ -68,26 +78,33 @@ class Lamb(torch.optim.Optimizer):
                 if not state:
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                bucket = buckets[(p.device, p.dtype)]
+                # A plain int (a state saved before it existed counts from 0): the bias correction's t.
+                state["step"] = int(state.get("step", 0)) + 1
+                bucket = buckets[(p.device, p.dtype, state["step"] if group.get("bias_correction") else 0)]
                 for lst, t in zip(bucket, (p, p.grad, state["exp_avg"], state["exp_avg_sq"])):
                     lst.append(t)
             beta1, beta2 = group["betas"]
-            for params, grads, exp_avgs, exp_avg_sqs in buckets.values():
+            for (_, _, t), (params, grads, exp_avgs, exp_avg_sqs) in buckets.items():
                 _lamb_update(params, grads, exp_avgs, exp_avg_sqs, lr=group["lr"], beta1=beta1, beta2=beta2,
-                             eps=group["eps"], weight_decay=group["weight_decay"], adapt=group["adapt"])
+                             eps=group["eps"], weight_decay=group["weight_decay"], adapt=group["adapt"], step=t)
         return loss
 
 
 def _lamb_update(params: list[torch.Tensor], grads: list[torch.Tensor], exp_avgs: list[torch.Tensor],
                  exp_avg_sqs: list[torch.Tensor], *, lr: float, beta1: float, beta2: float, eps: float,
-                 weight_decay: float, adapt: bool) -> None:
-    """One LAMB step over tensors of one device and dtype. No host-device sync: ratios stay on the device."""
+                 weight_decay: float, adapt: bool, step: int = 0) -> None:
+    """One LAMB step over tensors of one device and dtype. No host-device sync: ratios stay on the device.
+    `step` > 0: bias-correct the moments as at that update count (0: the official update, uncorrected)."""
     torch._foreach_lerp_(exp_avgs, grads, 1.0 - beta1)  # m = b1 m + (1 - b1) g
     torch._foreach_mul_(exp_avg_sqs, beta2)
     torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1.0 - beta2)  # v = b2 v + (1 - b2) g^2
     denom = torch._foreach_sqrt(exp_avg_sqs)
+    if step > 0:  # sqrt(v / (1 - b2^t)) + eps, and m / (1 - b1^t) below
+        torch._foreach_div_(denom, math.sqrt(1.0 - beta2 ** step))
     torch._foreach_add_(denom, eps)
     updates = torch._foreach_div(exp_avgs, denom)  # m / (sqrt(v) + eps)
+    if step > 0:
+        torch._foreach_div_(updates, 1.0 - beta1 ** step)
     del denom
     if weight_decay != 0:
         torch._foreach_add_(updates, params, alpha=weight_decay)
@@ -133,12 +150,13 @@ def param_groups(model: nn.Module, weight_decay: float = 0.01, untrained: tuple[
 
 def build_optimizer(model: nn.Module, name: str = "lamb", *, lr: float, weight_decay: float = 0.01,
                     betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, untrained: tuple[str, ...] = (),
-                    no_decay_lr_scale: float = 1.0) -> torch.optim.Optimizer:
+                    no_decay_lr_scale: float = 1.0, bias_correction: bool = False) -> torch.optim.Optimizer:
     """The optimizer with the two `param_groups` (`untrained`: name prefixes left out, see there).
 
     `no_decay_lr_scale` multiplies the learning rate of the excluded group (biases and LayerNorm parameters,
     which get no trust ratio under LAMB, so the full lr moves each of their elements by about lr per step).
     1.0 is the official optimizer. The scale lives in the group's lr, so a schedule scales both groups alike.
+    `bias_correction` (lamb, adamw_official): Adam's bias-corrected moments (`Lamb`); torch's AdamW always has them.
 
     - "lamb": `Lamb` (official pretraining optimizer).
     - "adamw": `torch.optim.AdamW` (fused on CUDA). Note it applies Adam bias correction, unlike official.
@@ -149,11 +167,11 @@ def build_optimizer(model: nn.Module, name: str = "lamb", *, lr: float, weight_d
     groups = param_groups(model, weight_decay, untrained)
     groups[1]["lr"] = lr * no_decay_lr_scale  # the other group takes the optimizer's default lr
     if name == "lamb":
-        return Lamb(groups, lr=lr, betas=betas, eps=eps)
+        return Lamb(groups, lr=lr, betas=betas, eps=eps, bias_correction=bias_correction)
     if name == "adamw_official":
         for group in groups:
             group["adapt"] = False
-        return Lamb(groups, lr=lr, betas=betas, eps=eps)
+        return Lamb(groups, lr=lr, betas=betas, eps=eps, bias_correction=bias_correction)
     if name == "adamw":
         on_cuda = all(p.is_cuda for g in groups for p in g["params"])
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True if on_cuda else None)

@@ -45,7 +45,8 @@ from litebert.distributed import Dist, check_same_run_dir, check_same_store, ini
 from litebert.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
 from litebert.faults import inject_fault
 from litebert.files import atomic_write, check_output, read_json
-from litebert.health import is_collapsed, representation_health, store_health_batch, warn_collapsed
+from litebert.health import (COLLAPSE_POLICIES, CollapseWatch, collapse_message, is_collapsed,
+                             representation_health, store_health_batch, warn_collapsed)
 from litebert.hub_cache import resolve_model_path
 from litebert.memory import check_training_memory
 from litebert.mlm_scores import MlmTally, piece_table, summary_line
@@ -107,6 +108,11 @@ class PretrainConfig:
     no_decay_lr_scale: float = option(1.0, "learning-rate multiplier for the biases and LayerNorm parameters, which "
                                            "get no weight decay and (under LAMB) no trust ratio (1: the official "
                                            "optimizer; docs/recipes.md)", check=NON_NEGATIVE)
+    mlm_bias_init: str = option("zero", "a fresh model's MLM output bias: zero (official) or unigram (the log "
+                                        "frequencies of the store's pieces, so the encoder need not learn them)",
+                                choices=("zero", "unigram"))
+    bias_correction: bool = option(False, "Adam's bias correction in lamb/adamw_official (the official optimizer has "
+                                          "none; docs/recipes.md, 'Why pretraining collapsed')")
     max_grad_norm: float = option(1.0, "gradient clipping norm", check=ABOVE_ZERO)
     # speed
     precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
@@ -144,6 +150,9 @@ class PretrainConfig:
                                     check=POSITIVE)
     health: bool = option(True, "log the representation-health figure (litebert.health) at every log step, and warn "
                                 "on a collapse (default: on)")
+    on_collapse: str = option("warn", "when the representations stay collapsed past the warm-up (3 health checks in "
+                                      "a row): warn and go on, or stop (a checkpoint is saved first; exit 2)",
+                              choices=COLLAPSE_POLICIES)
 
     def __post_init__(self) -> None:
         check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
@@ -336,12 +345,15 @@ def setup(cfg: PretrainConfig) -> Run:
     raw.set_gradient_checkpointing(cfg.gradient_checkpointing)
     if init_dir is not None:
         start_from(raw, init_dir, d.main)
+    elif cfg.mlm_bias_init == "unigram":
+        with torch.no_grad():  # the store's piece frequencies: the MLM guesses them from step 0 (docs/recipes.md)
+            raw.mlm.bias.copy_(torch.from_numpy(piece_table(store).log_prior()))
     raw.to(device)
     # MLM only: the pooler and the SOP head get zero gradients, and left in the optimizer its weight decay would
     # erase them (LAMB: to exactly 0), handing fine-tuning a pooler that maps every sentence to 0.
     untrained = ("albert.pooler.", "sop.") if cfg.objective == "none" else ()
     optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay, untrained=untrained,
-                                no_decay_lr_scale=cfg.no_decay_lr_scale)
+                                no_decay_lr_scale=cfg.no_decay_lr_scale, bias_correction=cfg.bias_correction)
     # A budgeted run does not know its step count: its schedule follows the budget's fraction used
     # (budget_progress), so a run that stops at its budget has finished warm-up and decay.
     scheduler = (BudgetSchedule(optimizer, cfg.warmup / cfg.steps, cfg.poly_power) if cfg.budgeted
@@ -770,7 +782,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
     # A fixed held-out batch for the representation-health figure at every log step (litebert.health).
     shortest = min(n for _, n in cfg.length_phases)
     health_batch = store_health_batch(run.store, shortest) if d.main and cfg.health else None
-    collapse_warned = False
+    watch = CollapseWatch()
     last = {}
     window_tokens, window_start = 0.0, time.perf_counter()
     started, start_step = time.perf_counter(), run.step
@@ -803,14 +815,20 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
             last = {"step": run.step, **stats, "tokens_per_s": tps, "mfu": flops_per_token * tps / peak,
                     "nan_skipped": run.nan_skipped, "time": time.time(),
                     "elapsed": time.perf_counter() - started}
+            declared = False
             if health_batch is not None:
                 last.update(representation_health(run.raw_model.albert, health_batch))
-                if is_collapsed(last) and not collapse_warned:
-                    warn_collapsed(last, f"step {run.step}", early=True)
-                    collapse_warned = True
+                declared = watch.update(run.step, last, past_warmup(run))
+                if declared:
+                    say(f"litebert pretrain: warning: {collapse_message(last, run.step, watch.first_dip, collapse_advice(cfg))}")
             log.write(last)
             bar(last, eta(last["elapsed"], run.step - start_step, cfg.steps - run.step))
             window_tokens, window_start = 0.0, time.perf_counter()
+            if cfg.on_collapse == "stop" and cfg.health and on_any_rank(d, declared):
+                save(run)
+                raise TrainingError(f"stopped at step {run.step} (--on-collapse stop): the representations stayed "
+                                    f"collapsed past the warm-up; {last_checkpoint(cfg.out)}. "
+                                    f"{collapse_advice(cfg)}")
         if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step != cfg.steps and not stop:
             log_eval(run, log)
         saved = run.step % cfg.save_every == 0 or run.step == cfg.steps or bool(stop)
@@ -831,6 +849,29 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
     save_final(run, result)
     log.finish(result, run.step)
     return result
+
+
+def past_warmup(run: Run) -> bool:
+    """Is the learning rate past its warm-up ramp (by steps, or by the share of the budget used)?"""
+    if run.schedule == "budget":
+        return budget_progress(run) > run.cfg.warmup / run.cfg.steps
+    return run.step > run.cfg.warmup
+
+
+def collapse_advice(cfg: PretrainConfig) -> str:
+    """What to change in a collapsed run, from its own settings."""
+    return (f"Try a lower --lr (now {cfg.lr:g}) or a longer warm-up (now --warmup-steps {cfg.warmup}); "
+            "docs/recipes.md, 'Why pretraining collapsed', has the measured recipes; --on-collapse stop ends such a "
+            "run at once")
+
+
+def on_any_rank(d: Dist, flag: bool) -> bool:
+    """`flag` OR-ed over the ranks (rank 0 alone runs the health check; every rank must stop together)."""
+    if d.world == 1:
+        return flag
+    t = torch.tensor([float(flag)])
+    d.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item() > 0
 
 
 def schedule_kind(cfg: PretrainConfig) -> str:
