@@ -156,18 +156,39 @@ def build_pipeline(cfg: ServeConfig):
 def create_app(cfg: ServeConfig, pipe=None):
     """The FastAPI app. `pipe`: an already-built pipeline (else built from cfg at startup)."""
     _require_fastapi()
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-    from starlette.requests import ClientDisconnect
+    from fastapi import FastAPI
 
-    from litebert.batching import Batcher
-    from litebert.records import read_record
+    from litebert.records import model_name, read_record
+    from litebert.serving_v2 import add_routes as add_v2_routes
 
     weights_dir, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
     state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0,
-             "inputs": 0, "truncated_inputs": 0}
+             "inputs": 0, "truncated_inputs": 0, "task": record.task}
+    docs = {} if cfg.docs else {"docs_url": None, "redoc_url": None}  # their pages fetch scripts from a CDN
+    app = FastAPI(title="litebert", version=_version(), lifespan=_lifespan(cfg, pipe, state), **docs,
+                  description=f"{record.task} ({record.finetune_task or record.architecture}) from {cfg.model}")
+    app.state.serve = state
+    _add_body_limit(app, cfg, state)
+    app.add_middleware(_connection_cap, limit=cfg.max_connections)  # (added last: the outermost)
+    _add_error_handlers(app)
+    answer = _answerer(cfg, state)
+    predict_model = request_models(record.task, cfg.max_items, cfg.max_text_chars)
+    _add_routes(app, cfg, record, state, answer, predict_model)
+
+    def is_ready() -> bool:
+        if state["ready"] and not weights_dir.is_dir():
+            state["error"] = f"the model directory {weights_dir} is gone"  # a restarted worker could not load it
+        return state["ready"] and not state.get("error")
+
+    state["is_ready"] = is_ready
+    add_v2_routes(app, model_name(weights_dir), predict_model, answer, is_ready, state)
+    return app
+
+
+def _lifespan(cfg: ServeConfig, pipe, state: dict):
+    """Start-up (load, warm up, start a batcher per pipeline; its warm-up results give the v2 metadata's
+    outputs) and shutdown (drain the batchers)."""
+    from litebert.batching import Batcher
 
     def runner(pipe_):
         def run(items, params):
@@ -189,7 +210,9 @@ def create_app(cfg: ServeConfig, pipe=None):
         except ConfigError:
             pass  # an ONNX task graph has no encoder output: /embed answers 404
         for task, p in state["pipes"].items():
-            await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
+            warm = await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
+            if task == main.task:
+                state["warm_results"] = warm
             batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
                               wait_when_idle=cfg.wait_when_idle)
             batcher.start()
@@ -200,10 +223,14 @@ def create_app(cfg: ServeConfig, pipe=None):
         for batcher in state["batchers"].values():
             await batcher.close()
 
-    docs = {} if cfg.docs else {"docs_url": None, "redoc_url": None}  # their pages fetch scripts from a CDN
-    app = FastAPI(title="litebert", version=_version(), lifespan=lifespan, **docs,
-                  description=f"{record.task} ({record.finetune_task or record.architecture}) from {cfg.model}")
-    app.state.serve = state
+    return lifespan
+
+
+def _add_body_limit(app, cfg: ServeConfig, state: dict) -> None:
+    """POST bodies: a Content-Length within --max-request-bytes, arriving within --body-timeout-s, from a client
+    still there."""
+    from fastapi import Request
+    from starlette.requests import ClientDisconnect
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next):
@@ -226,7 +253,13 @@ def create_app(cfg: ServeConfig, pipe=None):
                 return _error(499, "the client closed the connection", None)
         return await call_next(request)
 
-    app.add_middleware(_connection_cap, limit=cfg.max_connections)  # (added last: the outermost)
+
+def _add_error_handlers(app) -> None:
+    """Every error in the documented JSON shape."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, a body FastAPI cannot parse
@@ -244,7 +277,12 @@ def create_app(cfg: ServeConfig, pipe=None):
                                                                       for f in fields), "fields": fields},
                             status_code=422)
 
-    async def answer(task: str, body, request: Request) -> dict:
+
+def _answerer(cfg: ServeConfig, state: dict):
+    """`answer(task, body, request)`: a validated request's items through the task's batcher -> {"outputs",
+    "precision", "truncated_inputs"}, or an error response (every door to the model goes through it)."""
+
+    async def answer(task: str, body, request) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
         pipe_ = state["pipes"][task]
@@ -286,7 +324,14 @@ def create_app(cfg: ServeConfig, pipe=None):
         state["truncated_inputs"] += truncated
         return {"outputs": outputs, "precision": pipe_.precision, "truncated_inputs": truncated}
 
-    PredictRequest = request_models(record.task, cfg.max_items, cfg.max_text_chars)
+    return answer
+
+
+def _add_routes(app, cfg: ServeConfig, record, state: dict, answer, PredictRequest) -> None:
+    """/predict, /embed, /health, /ready, /info."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
     EmbedRequest = request_models("embeddings", cfg.max_items, cfg.max_text_chars)
 
     @app.post("/predict", summary=f"{record.task} for the served model")
@@ -305,9 +350,7 @@ def create_app(cfg: ServeConfig, pipe=None):
 
     @app.get("/ready")
     async def ready():
-        if state["ready"] and not weights_dir.is_dir():
-            state["error"] = f"the model directory {weights_dir} is gone"  # a restarted worker could not load it
-        if not state["ready"] or state.get("error"):
+        if not state["is_ready"]():
             return JSONResponse({"ready": False, **({"error": state["error"]} if state.get("error") else {})},
                                 status_code=503)
         return {"ready": True, "task": record.task}
@@ -323,8 +366,6 @@ def create_app(cfg: ServeConfig, pipe=None):
                 "items_dropped": {t: b.dropped for t, b in state["batchers"].items()},
                 "dropped_disconnected": state["dropped"], "inputs": state["inputs"],
                 "truncated_inputs": state["truncated_inputs"]}
-
-    return app
 
 
 def _connection_cap(app, limit: int):
