@@ -188,7 +188,7 @@ def create_app(cfg: ServeConfig, pipe=None):
 def _lifespan(cfg: ServeConfig, pipe, state: dict):
     """Start-up (load, warm up, start a batcher per pipeline; its warm-up results give the v2 metadata's
     outputs) and shutdown (drain the batchers)."""
-    from litebert.batching import Batcher
+    from litebert.batching import Batcher, approx_tokens
 
     def runner(pipe_):
         def run(items, params):
@@ -213,8 +213,10 @@ def _lifespan(cfg: ServeConfig, pipe, state: dict):
             warm = await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
             if task == main.task:
                 state["warm_results"] = warm
+            skips = getattr(getattr(p, "runner", None), "skips_padding", False)
+            length = None if skips else approx_tokens  # None: each round is one batch
             batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
-                              wait_when_idle=cfg.wait_when_idle)
+                              wait_when_idle=cfg.wait_when_idle, length=length)
             batcher.start()
             state["batchers"][task] = batcher
         state["ready"] = True

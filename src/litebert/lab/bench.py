@@ -236,9 +236,11 @@ def host_arithmetic() -> dict[str, Any]:
 
 
 def host_line() -> str:
-    """One line naming the machine and its arithmetic, for every benchmark's output."""
+    """One line naming the machine and its arithmetic, for every benchmark's output: CPU model, its vector and bf16
+    flags, the torch threads in use, the host kind with the precision "auto" picks, torch, the load."""
     info = machine_info()
-    return (f"{info['cpu']}, {info['logical_cpus']} logical CPUs; host kind: {info['host_kind']} (bf16 matmul "
+    return (f"{info['cpu']}, {info['logical_cpus']} logical CPUs, flags {info['cpu_features']}, "
+            f"{info['torch_threads']} torch threads; host kind: {info['host_kind']} (bf16 matmul "
             f"{info['bf16_speedup']:.2f}x fp32 by the probe); torch {info['torch']}; load average "
             f"{info.get('load_average', '?')}")
 
