@@ -15,6 +15,7 @@ Endpoints:
     GET  /health    200 while the process runs
     GET  /ready     200 when the model is loaded and warmed up, 503 before that and while draining
     GET  /info      task, labels, limits, batching settings and counters
+    /v2/...         the Open Inference Protocol (KServe v2 / Triton HTTP): health, metadata, infer (`serving_v2`)
 
 Errors are JSON {"error": ..., "fields": [{"field": "inputs.0.text", "message": ...}]}: 422 for a bad body (missing
 or wrong-typed field, text too long, empty list, a field of another task), 413 for a body over the size limit,
