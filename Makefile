@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch first (pinned), so no loose range can pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,onnx,plot,zh,serve,tb,mlflow]"
+	$(PY) -m pip install -q -e ".[dev,onnx,plot,zh,serve,oip,tb,mlflow]"
 	touch $@
 
 demo: install

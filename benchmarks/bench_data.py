@@ -3,15 +3,18 @@ and raw text to masked SOP examples side by side with the official create_pretra
 
     python benchmarks/bench_data.py                       # Gutenberg (shared data), 30k-clean.model
     python benchmarks/bench_data.py --repeat 4            # the corpus 4 times over: peak memory should not grow
-    python benchmarks/bench_data.py --official ALBERT --official-python TF_PYTHON   # + the side-by-side run
+    python benchmarks/bench_data.py --official --official-repo ALBERT   # + the side-by-side run, in its own venv
+    python benchmarks/bench_data.py --official ALBERT --official-python TF_PYTHON   # the same, a Python you made
 
 Stage 1 is timed with --workers 1 and 2 and reported as wall-clock MB/s and as MB per CPU-second (main process plus
 workers), the per-core figure. The tokenizer alone (encode_ids_batch over the same lines, one thread) is timed in
 the same process as the ceiling the pipeline can reach. Stage 2 builds micro-batches the way the DataLoader does
 (the dataset's __getitems__, then collate).
 
-Side by side (--official, a checkout of google-research/albert, run by --official-python, a Python with
-tensorflow, sentencepiece and tensorflow_hub): CPU seconds per MB of text from raw text to masked SOP examples at
+Side by side (--official: a checkout of google-research/albert, --official-repo or the argument of --official; run
+by --official-python, or by default by the Python of a venv of its own, --official-venv, made on first use with
+`OFFICIAL_PACKAGES` from PyPI, about 1.5 GB; the albert repository itself is no pip package, so it comes as a
+checkout: `git clone https://github.com/google-research/albert`, the script is read as shipped): CPU seconds per MB of text from raw text to masked SOP examples at
 max_seq_length 128, max_predictions_per_seq 20, dupe_factor 1 (one epoch), on two texts: long documents (the first
 --long-mb MB of the Gutenberg books, one book = one document) and short documents (the first --short-mb MB of the
 SST-2 training sentences, one sentence = one document). Official: the script as shipped (its TFRecord writing and
@@ -41,6 +44,28 @@ from litebert.tokenizer import AlbertTokenizer
 # torch (stage 2) is imported inside functions: tokenizer worker processes import this script's top level.
 
 OFFICIAL_MB_PER_S_PER_CORE = 0.15  # anchor (reference notes), not measured here
+# What the official generator imports (create_pretraining_data.py, tokenization.py): TF 2's tf.compat.v1 runs it.
+OFFICIAL_PACKAGES = ("tensorflow-cpu>=2.15", "tensorflow_hub", "sentencepiece", "six", "numpy")
+OFFICIAL_DIR = Path(__file__).resolve().parents[1] / ".official"  # (git-ignored) the default venv's home
+
+
+def official_python(venv: Path) -> str:
+    """The Python of `venv`, made with OFFICIAL_PACKAGES when it is not there yet (once; minutes)."""
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").is_file():
+        print(f"making the official generator's venv in {venv} ({', '.join(OFFICIAL_PACKAGES)})", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *OFFICIAL_PACKAGES], check=True)
+        (venv / ".installed").write_text("\n".join(OFFICIAL_PACKAGES) + "\n")
+    return str(python)
+
+
+def official_checkout(path: Path) -> Path:
+    """`path` if it holds the official generator; else a SystemExit that says how to get it."""
+    if not (path / "create_pretraining_data.py").is_file() or not (path / "tokenization.py").is_file():
+        raise SystemExit(f"--official-repo {path}: no create_pretraining_data.py and tokenization.py there; clone "
+                         "https://github.com/google-research/albert and pass its directory")
+    return path
 
 
 def cpu_seconds() -> float:
@@ -176,6 +201,9 @@ def bench_side_by_side(args, tok_dir: Path, scratch: Path) -> None:
 
     torch.set_num_threads(1)
     texts = side_by_side_texts(args.corpus, args.long_mb, args.short_mb, scratch)
+    version = subprocess.run([args.official_python, "-c", "import tensorflow as tf; print(tf.__version__)"],
+                             capture_output=True, text=True).stdout.strip() or "?"
+    print(f"\nofficial: {args.official}/create_pretraining_data.py under TensorFlow {version} ({args.official_python})")
     startup = official_cpu(args.official_python, args.official, args.spm,
                            head_of(texts["short documents"], 0, scratch / "one.txt"), scratch, 128)
     print(f"\nraw text to masked SOP examples, max_seq_length 128, one epoch (dupe_factor 1), CPU seconds per MB; "
@@ -275,9 +303,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="read the corpus this many times over")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--examples", type=int, default=3000)
-    parser.add_argument("--official", type=Path, default=None,
-                        help="a google-research/albert checkout: also run its create_pretraining_data.py side by side")
-    parser.add_argument("--official-python", default="python", help="a Python with tensorflow for --official")
+    parser.add_argument("--official", type=Path, nargs="?", const=True, default=None,
+                        help="also run google-research/albert's create_pretraining_data.py side by side (optional "
+                        "argument: its checkout, as --official-repo)")
+    parser.add_argument("--official-repo", type=Path, default=OFFICIAL_DIR / "albert",
+                        help="a google-research/albert checkout for --official")
+    parser.add_argument("--official-venv", type=Path, default=OFFICIAL_DIR / "venv",
+                        help="the venv that runs it, made on first use (tensorflow-cpu, tensorflow_hub, sentencepiece)")
+    parser.add_argument("--official-python", default=None,
+                        help="a Python with tensorflow, tensorflow_hub and sentencepiece instead of --official-venv")
     parser.add_argument("--long-mb", type=float, default=2.0, help="MB of long-document text for the side by side")
     parser.add_argument("--short-mb", type=float, default=1.0, help="MB of short-document text for the side by side")
     parser.add_argument("--skip-stages", action="store_true", help="skip stages 1 and 2 alone")
@@ -304,6 +338,8 @@ def main() -> int:
         if not args.skip_stages:
             bench_stages(args, tok, files, scratch)
         if args.official:
+            args.official = official_checkout(args.official_repo if args.official is True else args.official)
+            args.official_python = args.official_python or official_python(args.official_venv)
             bench_side_by_side(args, scratch / "tok", scratch)
         if args.wait:
             store = args.wait_store or build_store(files, scratch / "tok", scratch / "wait-store", workers=1,

@@ -10,7 +10,8 @@ reference  transformers.AlbertModel (sdpa) under bf16 autocast, the usual way to
            (e.g. AVX512-BF16 without AMX), a context line gives ours against HF's fastest side too.
 Lever rows: ours compiled with inductor's freezing (CPU); ours eager in bf16 weights / bf16 autocast / fp32, and
 without the attention mask.
-Both sides get the same inputs: full-length sequences with an all-ones attention mask, no_grad (inference_mode).
+Both sides get the same inputs: full-length sequences with an all-ones attention mask, no_grad (inference_mode);
+--padded: rows of random lengths (seq/4 to seq) and the rest padding, plus a row of ours skipping the padding.
 
     python benchmarks/bench_inference.py                      # batch 1 (latency) and batch 32 (throughput), seq 128
     python benchmarks/bench_inference.py --batches 1 --steps 20
@@ -31,19 +32,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", default="1,32", help="batch sizes, comma-separated")
     p.add_argument("--no-compile", dest="compile", action="store_false", help="ours without torch.compile")
     p.add_argument("--no-levers", dest="levers", action="store_false", help="only ours and the references")
+    p.add_argument("--padded", action="store_true", help="rows of lengths from seq/4 to seq (the rest padding) "
+                   "instead of full-length rows; adds a row of ours skipping the padding")
+    p.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="ours: auto (the library's choice here) | fp32 (e.g. to stand in for a host without bf16 "
+                        "instructions: the target is then against HF fp32) | bf16")
     p.set_defaults(steps=None, repeats=5)
     args = p.parse_args(argv)
     device = C.setup(args)
     log = C.logger(args)
     config = C.load_model_config(args.model)
-    mode = inference_mode(device)
+    mode = inference_mode(device) if args.precision == "auto" else args.precision
+    target_ref = "HF fp32" if mode == "fp32" else "HF bf16 autocast"  # the same precision's reference
     compile_ours = args.compile
     payload: dict = {"workload": "inference", "mode": mode, "sections": [], "targets": []}
     for B in [int(b) for b in args.batches.split(",")]:
         steps = args.steps or max(1, 16 // B)  # forwards per turn: ~a second of work each
         if args.quick:
             args.repeats, steps = min(args.repeats, 2), max(1, steps // 2)
-        inputs = synthetic_inputs(config, B, args.seq)
+        inputs = synthetic_inputs(config, B, args.seq, padded=args.padded)
         tokens = B * args.seq
         flops = encoder_flops_per_token(config, args.seq) * tokens
         no_mask = {k: v for k, v in inputs.items() if k != "attention_mask"}
@@ -59,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             sides.append(Side("ours int8 dynamic (opt-in)", ours_encoder_forward(config, inputs, device, "int8"), B,
                               flops, "eager, torch.ao quantize_dynamic(Linear, qint8), fp32 activations; not the "
                               "library's default"))
+        if args.padded:
+            sides.append(Side("ours eager, skips padding", ours_encoder_forward(config, inputs, device, mode,
+                                                                                 unpad=True), B, flops,
+                              f"{mode} weights, Encoder.unpad (the pipeline's and serve's way)"))
         if args.levers:
             if compile_ours and device.type == "cpu":
                 sides.append(Side("ours compiled, frozen",
@@ -86,14 +97,15 @@ def main(argv: list[str] | None = None) -> int:
         what = (f"inference latency batch 1 seq {args.seq} ({mode})" if B == 1
                 else f"inference throughput batch {B} seq {args.seq} ({mode})")
         goal, higher = (0.5, False) if B == 1 else (2.0, True)
-        targets = [C.target_entry(f"{what}: ours / HF bf16 autocast", by["ours"], by["HF bf16 autocast"], goal,
+        targets = [C.target_entry(f"{what}: ours / {target_ref}", by["ours"], by[target_ref], goal,
                                   higher_is_better=higher)]
-        targets += C.fastest_reference_entry(f"{what}: ours / {{ref}}", by["ours"], by["HF bf16 autocast"],
+        targets += C.fastest_reference_entry(f"{what}: ours / {{ref}}", by["ours"], by[target_ref],
                                              [r for r in results if r.name.startswith("HF ")], goal, higher)
         notes = [f"{steps} forward(s) per turn: s/step is a turn, ms/batch one forward; MFU against the calibration "
                  f"GEMM ({peak / 1e12:.2f} TFLOP/s, {mode}).",
-                 f"ours: precision \"auto\" resolved to {mode} on this machine; int8 is an opt-in lever, shown as its "
-                 "own row.",
+                 (f"ours: precision \"auto\" resolved to {mode} on this machine" if args.precision == "auto" else
+                  f"ours: --precision {mode} (auto would pick {inference_mode(device)} here)")
+                 + "; int8 is an opt-in lever, shown as its own row.",
                  "first call s: includes torch.compile for ours."]
         title = f"Inference (encoder + pooler): {args.model}, batch {B}, seq {args.seq}, {args.threads} threads"
         C.print_report(title, headers, rows, notes, targets)

@@ -457,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
         args.png = args.png or str(out / "scaling.png")
     if not args.json:
         p.error("give --out DIR or --json FILE")
+    if not args.render_only:
+        from litebert.lab.bench import host_line
+
+        print(f"host: {host_line()}", flush=True)
     data = json.loads(Path(args.json).read_text()) if args.render_only else run_sweep(args)
     command = data.get("command", "python benchmarks/bench_scaling.py")
     if args.markdown:

@@ -139,9 +139,11 @@ def main() -> int:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
         return 0
 
+    from litebert.lab.bench import host_line
     from litebert.lab.shared_data import shared_data_dir
     from litebert.tokenizer import AlbertTokenizer
 
+    print(f"host: {host_line()}", flush=True)
     scratch = Path(tempfile.mkdtemp(prefix="litebert-bench-parts-", dir=args.scratch))
     try:
         t0 = time.perf_counter()

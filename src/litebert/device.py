@@ -136,7 +136,11 @@ def for_inference(model: torch.nn.Module, precision: str, device: torch.device |
     Every door that runs a saved model (predict, evaluate, the pipeline, serve) goes through here, so one model
     at one precision gives the same numbers whichever door is asked; training keeps fp32 weights under autocast.
     """
-    return model.to(device=device, dtype=DTYPES[precision]).eval()
+    model = model.to(device=device, dtype=DTYPES[precision]).eval()
+    for module in model.modules():  # padded batches: the matmuls run on the real tokens alone (Encoder.unpad)
+        if hasattr(module, "unpad"):
+            module.unpad = True
+    return model
 
 
 def synchronize(device: torch.device) -> None:

@@ -129,14 +129,24 @@ class Attention(nn.Module):
         self.impl = "auto"  # "auto" | "sdpa" | "math": see `attend`
         self.pre_norm = config.layer_norm_position == "pre"
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        B, L, H = x.shape
-        h = self.norm(x) if self.pre_norm else x  # [B, L, H]: what the attention reads
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, packed: tuple | None = None) -> torch.Tensor:
+        """x [B, L, H]; or, `packed` = (idx [T], B, L), x [T, H]: only the real tokens (`Encoder.unpad`), laid out
+        padded for the attention alone, so the three matmuls skip the padding."""
+        H = x.shape[-1]
+        h = self.norm(x) if self.pre_norm else x  # what the attention reads
+        qkv = self.qkv(h)  # [B, L, 3H] or [T, 3H]
+        if packed is None:
+            B, L = x.shape[:2]
+        else:
+            idx, B, L = packed
+            qkv = qkv.new_zeros(B * L, 3 * H).index_copy_(0, idx, qkv)  # padding rows 0 (masked as keys)
         # [B, L, 3H] -> 3 x [B, heads, L, head_dim]
-        q, k, v = self.qkv(h).view(B, L, 3, self.num_heads, H // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.view(B, L, 3, self.num_heads, H // self.num_heads).permute(2, 0, 3, 1, 4)
         p = self.attn_dropout if self.training else 0.0
-        y = attend(q, k, v, mask, p, self.impl)  # [B, heads, L, head_dim]
-        y = self.dropout(self.out(y.transpose(1, 2).reshape(B, L, H)))  # [B, L, H]
+        y = attend(q, k, v, mask, p, self.impl).transpose(1, 2).reshape(B, L, H)  # [B, L, H]
+        if packed is not None:
+            y = y.reshape(B * L, H).index_select(0, idx)  # [T, H]
+        y = self.dropout(self.out(y))
         # pre: the residual stream x is never normalised here, only what each branch reads
         return x + y if self.pre_norm else self.norm(x + y)
 
@@ -195,11 +205,17 @@ class Encoder(nn.Module):
         self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
                            if config.layer_norm_position == "pre" else None)
         self.gradient_checkpointing = False  # a training option: PreTrainedAlbert.set_gradient_checkpointing
+        # Inference (`device.for_inference` sets it): every matmul but the attention's own runs on the real tokens
+        # alone, packed [T, H], so a padded batch costs its tokens, not rows x longest row. Padding positions of
+        # the output are then 0 (nothing reads them); only without grad, as training keeps the padded layout.
+        self.unpad = False
 
-    def block(self, x: torch.Tensor, mask: torch.Tensor | None, attn: int, ffn: int) -> torch.Tensor:
-        return self.ffn[ffn](self.attention[attn](x, mask))
+    def block(self, x: torch.Tensor, mask: torch.Tensor | None, attn: int, ffn: int, packed=None) -> torch.Tensor:
+        return self.ffn[ffn](self.attention[attn](x, mask, packed))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        if self.unpad and mask is not None and not torch.is_grad_enabled() and not bool(mask.all()):
+            return self.forward_unpadded(x, mask)  # (a batch without padding gains nothing from packing)
         if self.project_in is not None:
             x = self.project_in(x)  # [B, L, E] -> [B, L, H]
         for attn, ffn in self.schedule:
@@ -208,6 +224,19 @@ class Encoder(nn.Module):
             else:
                 x = self.block(x, mask, attn, ffn)
         return self.final_norm(x) if self.final_norm is not None else x  # [B, L, H]
+
+    def forward_unpadded(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`forward` on the real tokens alone (mask [B, 1, 1, L] bool); the padding rows of the result are 0."""
+        B, L, _ = x.shape
+        idx = mask.reshape(B * L).nonzero().squeeze(1)  # [T]: the real tokens' rows
+        x = x.reshape(B * L, -1).index_select(0, idx)  # [T, E]
+        if self.project_in is not None:
+            x = self.project_in(x)  # [T, H]
+        for attn, ffn in self.schedule:
+            x = self.block(x, mask, attn, ffn, (idx, B, L))
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x.new_zeros(B * L, x.shape[-1]).index_copy_(0, idx, x).view(B, L, -1)  # [B, L, H]
 
 
 class Pooler(nn.Module):

@@ -17,7 +17,7 @@ from typing import Any
 
 from litebert.files import atomic_write
 from litebert import heads
-from litebert.records import read_model_config, saved_architecture
+from litebert.records import model_name, read_model_config, saved_architecture
 
 CARD_NAME = "README.md"
 MARKER = "<!-- model card written by litebert; it is rewritten on each save unless this line is removed -->"
@@ -74,9 +74,7 @@ def card_text(path: str | Path, training: Training | None = None, location: str 
     task = heads.for_saved(architecture, config.problem_type, config.num_labels).pipeline_task
     tokenizer = has_tokenizer(Path(path))
     path = Path(location or path)  # what the card names and loads from
-    leaf = path.resolve()
-    # runs/sst2/best -> "sst2-best"
-    name = f"{leaf.parent.name}-{leaf.name}" if leaf.name in ("best", "final") else leaf.name
+    name = model_name(path)  # runs/sst2/best -> "sst2-best"
     front: dict[str, Any] = {"library_name": "litebert", "tags": ["albert", "litebert", HUB_PIPELINE_TAGS[task]],
                              "pipeline_tag": HUB_PIPELINE_TAGS[task]}
     if fmt == "hf":

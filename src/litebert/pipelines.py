@@ -112,6 +112,9 @@ def _onnx_path(weights_dir: Path, onnx_file, task: str, record: ModelRecord) -> 
 class TorchRunner:
     OUTPUTS = {"logits": "logits", "start_logits": "start_logits", "end_logits": "end_logits",
                "last_hidden_state": "sequence_output"}
+    # A padded batch costs about its real tokens (device.for_inference: the encoder's matmuls skip the padding), so
+    # a server need not cut a round into batches of similar length (`serving`); an ONNX graph pays for the padding.
+    skips_padding = True
 
     def __init__(self, model, mlm: bool = False):
         import torch
@@ -151,6 +154,8 @@ class TorchRunner:
 
 
 class OnnxRunner:
+    skips_padding = False
+
     def __init__(self, path: Path, threads: int | None):
         try:
             import onnxruntime as ort

@@ -65,6 +65,13 @@ def saved_architecture(path: str | Path) -> str:
     return str(names[0])
 
 
+def model_name(weights_dir: str | Path) -> str:
+    """A model directory's name, as its model card and `serve`'s v2 endpoints give it: runs/sst2/best ->
+    "sst2-best" (a run's best/ or final/ is named with its run), any other directory its own name."""
+    leaf = Path(weights_dir).resolve()
+    return f"{leaf.parent.name}-{leaf.name}" if leaf.name in ("best", "final") else leaf.name
+
+
 @dataclass
 class ModelRecord:
     """Everything inference needs to know about a model directory besides its weights and tokenizer."""

@@ -15,6 +15,7 @@ Endpoints:
     GET  /health    200 while the process runs
     GET  /ready     200 when the model is loaded and warmed up, 503 before that and while draining
     GET  /info      task, labels, limits, batching settings and counters
+    /v2/...         the Open Inference Protocol (KServe v2 / Triton HTTP): health, metadata, infer (`serving_v2`)
 
 Errors are JSON {"error": ..., "fields": [{"field": "inputs.0.text", "message": ...}]}: 422 for a bad body (missing
 or wrong-typed field, text too long, empty list, a field of another task), 413 for a body over the size limit,
@@ -143,7 +144,8 @@ def request_models(task: str, max_items: int, max_chars: int):
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,
                         inputs=(Annotated[list[item], Field(min_length=1, max_length=max_items)], ...),
-                        parameters=(params, params()))
+                        parameters=(params, Field(default_factory=params)))  # (a default instance would be
+    # deep-copied for every request by pydantic: a tenth of a near-free model's request CPU)
 
 
 def build_pipeline(cfg: ServeConfig):
@@ -156,18 +158,39 @@ def build_pipeline(cfg: ServeConfig):
 def create_app(cfg: ServeConfig, pipe=None):
     """The FastAPI app. `pipe`: an already-built pipeline (else built from cfg at startup)."""
     _require_fastapi()
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-    from starlette.requests import ClientDisconnect
+    from fastapi import FastAPI
 
-    from litebert.batching import Batcher
-    from litebert.records import read_record
+    from litebert.records import model_name, read_record
+    from litebert.serving_v2 import add_routes as add_v2_routes
 
     weights_dir, record = read_record(cfg.model)  # fails fast, before the server binds, on a bad directory
     state = {"ready": False, "draining": False, "pipes": {}, "batchers": {}, "started": time.time(), "dropped": 0,
-             "inputs": 0, "truncated_inputs": 0}
+             "inputs": 0, "truncated_inputs": 0, "task": record.task}
+    docs = {} if cfg.docs else {"docs_url": None, "redoc_url": None}  # their pages fetch scripts from a CDN
+    app = FastAPI(title="litebert", version=_version(), lifespan=_lifespan(cfg, pipe, state), **docs,
+                  description=f"{record.task} ({record.finetune_task or record.architecture}) from {cfg.model}")
+    app.state.serve = state
+    app.add_middleware(_body_limit, cfg=cfg, state=state)
+    app.add_middleware(_connection_cap, limit=cfg.max_connections)  # (added last: the outermost)
+    _add_error_handlers(app)
+    answer = _answerer(cfg, state)
+    predict_model = request_models(record.task, cfg.max_items, cfg.max_text_chars)
+    _add_routes(app, cfg, record, state, answer, predict_model)
+
+    def is_ready() -> bool:
+        if state["ready"] and not weights_dir.is_dir():
+            state["error"] = f"the model directory {weights_dir} is gone"  # a restarted worker could not load it
+        return state["ready"] and not state.get("error")
+
+    state["is_ready"] = is_ready
+    add_v2_routes(app, model_name(weights_dir), predict_model, answer, is_ready, state)
+    return app
+
+
+def _lifespan(cfg: ServeConfig, pipe, state: dict):
+    """Start-up (load, warm up, start a batcher per pipeline; its warm-up results give the v2 metadata's
+    outputs) and shutdown (drain the batchers)."""
+    from litebert.batching import Batcher, approx_tokens
 
     def runner(pipe_):
         def run(items, params):
@@ -189,9 +212,13 @@ def create_app(cfg: ServeConfig, pipe=None):
         except ConfigError:
             pass  # an ONNX task graph has no encoder output: /embed answers 404
         for task, p in state["pipes"].items():
-            await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
+            warm = await asyncio.to_thread(p, [p.warmup])  # first call pays one-off costs, not a user's request
+            if task == main.task:
+                state["warm_results"] = warm
+            skips = getattr(getattr(p, "runner", None), "skips_padding", False)
+            length = None if skips else approx_tokens  # None: each round is one batch
             batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
-                              wait_when_idle=cfg.wait_when_idle)
+                              wait_when_idle=cfg.wait_when_idle, length=length)
             batcher.start()
             state["batchers"][task] = batcher
         state["ready"] = True
@@ -200,33 +227,78 @@ def create_app(cfg: ServeConfig, pipe=None):
         for batcher in state["batchers"].values():
             await batcher.close()
 
-    docs = {} if cfg.docs else {"docs_url": None, "redoc_url": None}  # their pages fetch scripts from a CDN
-    app = FastAPI(title="litebert", version=_version(), lifespan=lifespan, **docs,
-                  description=f"{record.task} ({record.finetune_task or record.architecture}) from {cfg.model}")
-    app.state.serve = state
+    return lifespan
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        if request.method == "POST":
-            length = request.headers.get("content-length")
-            if length is None:
-                return _error(411, "a Content-Length header is required", "body")
-            if not length.isdigit() or int(length) > cfg.max_request_bytes:
-                return _error(413, f"request body of {length} bytes is over the limit of {cfg.max_request_bytes}",
-                              "body")
+
+def _body_limit(app, cfg: ServeConfig, state: dict):
+    """ASGI middleware for POST bodies: a Content-Length within --max-request-bytes, the body arriving within
+    --body-timeout-s, from a client still there; the app then reads the body from here. (Plain ASGI, not
+    starlette's BaseHTTPMiddleware, which runs each request in a task group and streams its response through a
+    queue: a tenth of a near-free model's request CPU.)"""
+
+    async def limited(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1") or None
+        refusal = None
+        if length is None:
+            refusal = _error(411, "a Content-Length header is required", "body")
+        elif not length.isdigit() or int(length) > cfg.max_request_bytes:
+            refusal = _error(413, f"request body of {length} bytes is over the limit of {cfg.max_request_bytes}",
+                             "body")
+        else:
             try:  # a client dripping its body byte by byte must not hold a connection (and a slot) for ever
-                await asyncio.wait_for(request.body(), cfg.body_timeout_s)  # (kept for the handler)
+                body = await asyncio.wait_for(_read_body(receive), cfg.body_timeout_s)
+                gone = await _disconnected(receive)  # the whole body came, then the client left: no model time
             except asyncio.TimeoutError:
-                return _error(408, f"the request body did not arrive within {cfg.body_timeout_s:g} s", "body")
-            except ClientDisconnect:  # nobody is left to answer
+                refusal = _error(408, f"the request body did not arrive within {cfg.body_timeout_s:g} s", "body")
+            except ConnectionResetError:  # the client left while sending: nobody is left to answer
+                gone = True
+            if refusal is None and gone:
                 state["dropped"] += 1
-                return _error(499, "the client closed the connection", None)
-            if await request.is_disconnected():  # the whole body came, then the client left: no model time for it
-                state["dropped"] += 1
-                return _error(499, "the client closed the connection", None)
-        return await call_next(request)
+                refusal = _error(499, "the client closed the connection", None)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        replay = [{"type": "http.request", "body": body, "more_body": False}]
 
-    app.add_middleware(_connection_cap, limit=cfg.max_connections)  # (added last: the outermost)
+        async def receive_again():  # the body once, then the connection's own messages (its http.disconnect)
+            return replay.pop() if replay else await receive()
+
+        await app(scope, receive_again, send)
+
+    return limited
+
+
+async def _read_body(receive) -> bytes:
+    """The whole body of a request; ConnectionResetError when the client leaves first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionResetError
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _disconnected(receive) -> bool:
+    """Whether the connection has already said http.disconnect (without waiting for it)."""
+    waiting = asyncio.ensure_future(receive())
+    await asyncio.sleep(0)
+    if waiting.done():
+        return waiting.result()["type"] == "http.disconnect"
+    waiting.cancel()
+    return False
+
+
+def _add_error_handlers(app) -> None:
+    """Every error in the documented JSON shape."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, a body FastAPI cannot parse
@@ -244,7 +316,12 @@ def create_app(cfg: ServeConfig, pipe=None):
                                                                       for f in fields), "fields": fields},
                             status_code=422)
 
-    async def answer(task: str, body, request: Request) -> dict:
+
+def _answerer(cfg: ServeConfig, state: dict):
+    """`answer(task, body, request)`: a validated request's items through the task's batcher -> {"outputs",
+    "precision", "truncated_inputs"}, or an error response (every door to the model goes through it)."""
+
+    async def answer(task: str, body, request) -> dict:
         if not state["ready"]:
             return _error(503, "not ready (loading or shutting down)", None)
         pipe_ = state["pipes"][task]
@@ -286,7 +363,14 @@ def create_app(cfg: ServeConfig, pipe=None):
         state["truncated_inputs"] += truncated
         return {"outputs": outputs, "precision": pipe_.precision, "truncated_inputs": truncated}
 
-    PredictRequest = request_models(record.task, cfg.max_items, cfg.max_text_chars)
+    return answer
+
+
+def _add_routes(app, cfg: ServeConfig, record, state: dict, answer, PredictRequest) -> None:
+    """/predict, /embed, /health, /ready, /info."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
     EmbedRequest = request_models("embeddings", cfg.max_items, cfg.max_text_chars)
 
     @app.post("/predict", summary=f"{record.task} for the served model")
@@ -305,9 +389,7 @@ def create_app(cfg: ServeConfig, pipe=None):
 
     @app.get("/ready")
     async def ready():
-        if state["ready"] and not weights_dir.is_dir():
-            state["error"] = f"the model directory {weights_dir} is gone"  # a restarted worker could not load it
-        if not state["ready"] or state.get("error"):
+        if not state["is_ready"]():
             return JSONResponse({"ready": False, **({"error": state["error"]} if state.get("error") else {})},
                                 status_code=503)
         return {"ready": True, "task": record.task}
@@ -323,8 +405,6 @@ def create_app(cfg: ServeConfig, pipe=None):
                 "items_dropped": {t: b.dropped for t, b in state["batchers"].items()},
                 "dropped_disconnected": state["dropped"], "inputs": state["inputs"],
                 "truncated_inputs": state["truncated_inputs"]}
-
-    return app
 
 
 def _connection_cap(app, limit: int):
@@ -347,7 +427,7 @@ def _connection_cap(app, limit: int):
 
 
 async def _client_gone(request) -> None:
-    """Returns when the client has closed its connection. The body is already read (limit_body), so what the
+    """Returns when the client has closed its connection. The body is already read (_body_limit), so what the
     connection can still bring is its `http.disconnect`."""
     while (await request.receive())["type"] != "http.disconnect":
         pass

@@ -236,9 +236,11 @@ def host_arithmetic() -> dict[str, Any]:
 
 
 def host_line() -> str:
-    """One line naming the machine and its arithmetic, for every benchmark's output."""
+    """One line naming the machine and its arithmetic, for every benchmark's output: CPU model, its vector and bf16
+    flags, the torch threads in use, the host kind with the precision "auto" picks, torch, the load."""
     info = machine_info()
-    return (f"{info['cpu']}, {info['logical_cpus']} logical CPUs; host kind: {info['host_kind']} (bf16 matmul "
+    return (f"{info['cpu']}, {info['logical_cpus']} logical CPUs, flags {info['cpu_features']}, "
+            f"{info['torch_threads']} torch threads; host kind: {info['host_kind']} (bf16 matmul "
             f"{info['bf16_speedup']:.2f}x fp32 by the probe); torch {info['torch']}; load average "
             f"{info.get('load_average', '?')}")
 
@@ -413,12 +415,20 @@ def hf_pretrain_step(config: AlbertConfig, batch: dict[str, torch.Tensor], devic
     return step
 
 
-def synthetic_inputs(config: AlbertConfig, batch_size: int, seq_len: int, seed: int = 0) -> dict[str, torch.Tensor]:
+def synthetic_inputs(config: AlbertConfig, batch_size: int, seq_len: int, seed: int = 0,
+                     padded: bool = False) -> dict[str, torch.Tensor]:
+    """Full-length rows; `padded`: row lengths drawn uniformly from [seq_len / 4, seq_len] (the longest row full), the
+    rest padding, as a batch of real sentences is."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, config.vocab_size, (batch_size, seq_len), generator=g)
     types = torch.zeros_like(ids)
     types[:, seq_len // 2:] = 1
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": types}
+    mask = torch.ones_like(ids)
+    if padded:
+        lengths = torch.randint(seq_len // 4, seq_len + 1, (batch_size,), generator=g)
+        lengths[0] = seq_len
+        mask = (torch.arange(seq_len)[None, :] < lengths[:, None]).long()  # [B, L]
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
 def inference_mode(device: torch.device) -> str:
@@ -432,16 +442,18 @@ def inference_mode(device: torch.device) -> str:
 
 
 def ours_encoder_forward(config: AlbertConfig, inputs: dict[str, torch.Tensor], device: torch.device, mode: str,
-                         compile: bool = False, freeze: bool = False) -> Callable[[], Any]:
+                         compile: bool = False, freeze: bool = False, unpad: bool = False) -> Callable[[], Any]:
     """Our AlbertModel (encoder + pooler) forward under no_grad. mode: "fp32"; "bf16-autocast" (fp32 weights);
     "bf16" (weights stored in bf16, no autocast casts); "int8" (torch.ao dynamic quantization of the Linear
     layers, fp32 activations: the lever for CPUs without fast bf16). `freeze` (with `compile`) turns on inductor's
     freezing: the weights become constants of the compiled graph, folded and prepacked into oneDNN's blocked layout
-    once instead of on every call (inference only; the model must not be trained afterwards)."""
+    once instead of on every call (inference only; the model must not be trained afterwards). `unpad`: the matmuls
+    skip the padding (`Encoder.unpad`, as the library's inference doors run it)."""
     from litebert.model import AlbertModel
 
     torch.manual_seed(0)
     model = AlbertModel(config).eval()
+    model.encoder.unpad = unpad
     if mode == "bf16":
         model = model.to(torch.bfloat16)
     elif mode == "int8":
