@@ -23,6 +23,7 @@ from harness import TINY_MODEL, config_args, pretrain_args, write_pydoc_corpus  
 from litebert.checkpoint import validate_checkpoint  # noqa: E402
 from litebert.cli import main as cli_main  # noqa: E402
 from litebert.errors import TrainingError  # noqa: E402
+from litebert.health import COLLAPSE_SPREAD  # noqa: E402
 from litebert.pretrain import PretrainConfig, pretrain, setup, train_step  # noqa: E402
 
 
@@ -556,6 +557,10 @@ def test_pretraining_learns_mlm_and_sentence_order(shared_data, tmp_path):
     first, last = train[:3], train[-3:]  # steps 10-30 and 480-500
     assert sum(r["mlm_loss"] for r in first) / 3 - sum(r["mlm_loss"] for r in last) / 3 > 1.0
     assert sum(r["mlm_acc"] for r in last) / 3 > sum(r["mlm_acc"] for r in first) / 3 + 0.03
+    # Issue 43: the run must not end collapsed (albert-base at the official lr did, within 100 updates). At the
+    # held-out [MASK] positions this run is level with the commonest-piece guess (7.5% against 7.4% when written):
+    # the [MASK] target is not reached at this budget, so it is reported here, not asserted.
+    assert all(r["health_spread"] > 10 * COLLAPSE_SPREAD for r in last), [r["health_spread"] for r in last]
 
     torch.manual_seed(0)
     before = balanced_sop_accuracy(AlbertForPreTraining(config), store, 64)

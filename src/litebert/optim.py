@@ -178,6 +178,16 @@ def build_optimizer(model: nn.Module, name: str = "lamb", *, lr: float, weight_d
     raise ConfigError(f"optimizer: unknown name {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
+OFFICIAL_LR, OFFICIAL_BATCH = 0.00176, 4096  # the paper's LAMB recipe for ALBERT
+
+
+def lamb_lr_for_batch(batch_size: int) -> float:
+    """The paper's peak lr (0.00176 at batch 4096) moved to `batch_size` by LAMB's square-root scaling rule (You et
+    al. 2020): 4.4e-4 at batch 256. The official lr at a small batch is several times too high: albert-base at batch
+    256 collapsed within 100 updates under it (issue 43, docs/recipes.md "Why pretraining collapsed")."""
+    return OFFICIAL_LR * math.sqrt(batch_size / OFFICIAL_BATCH)
+
+
 def _check_schedule(warmup_steps: int, total_steps: int, power: float) -> None:
     if total_steps < 1:
         raise ConfigError(f"total_steps: must be >= 1, got {total_steps}")

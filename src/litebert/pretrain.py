@@ -52,7 +52,7 @@ from litebert.memory import check_training_memory
 from litebert.mlm_scores import MlmTally, piece_table, summary_line
 from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
 from litebert.model_card import Result, Training, write_model_card
-from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
+from litebert.optim import BudgetSchedule, build_optimizer, lamb_lr_for_batch, make_scheduler
 from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD, resolve_model_dir
@@ -100,7 +100,9 @@ class PretrainConfig:
     warmup_steps: int | None = option(None, "linear warmup steps (default: 2.5% of --steps, the paper's 3,125 of "
                                             "125k); under --max-time/--max-tokens the same share of the budget",
                                       check=NON_NEGATIVE)
-    lr: float = option(0.00176, "peak learning rate (the paper's 0.00176, at batch 4096)", check=LEARNING_RATE)
+    lr: float | None = option(None, "peak learning rate (default: the paper's 0.00176 at batch 4096 scaled by "
+                                    "sqrt(--batch-size / 4096), LAMB's rule: 4.4e-4 at batch 256)",
+                              check=LEARNING_RATE)
     optimizer: str = option("lamb", "lamb (the paper's), adamw, or adamw_official (the BERT code's AdamW)",
                                     choices=("lamb", "adamw", "adamw_official"))
     weight_decay: float = option(0.01, "decoupled weight decay", check=NON_NEGATIVE)
@@ -156,6 +158,8 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
+        if self.lr is None:  # resolved once, so run.json records the lr the run used
+            self.lr = lamb_lr_for_batch(self.batch_size)
         checks = [  # the rules that relate two fields
             (self.max_predictions_per_seq <= self.max_seq_length, "max_predictions_per_seq",
              "must be in [1, max_seq_length]"),
