@@ -183,8 +183,10 @@ def _remove_tree(path: Path) -> None:
 
 
 def _save_error_message(run_dir: Path, step: int, e: OSError) -> str:
+    kept = (f"earlier checkpoints in {run_dir} are intact" if _checkpoint_dirs(run_dir) else
+            "no checkpoint was saved before it (the same command starts the run again)")
     return (f"{e.filename or run_dir}: could not save checkpoint-{step}: {reason(e)} ({e}). Nothing was committed and "
-            f"earlier checkpoints in {run_dir} are intact; free some space or choose a writable run directory")
+            f"{kept}; free some space or choose a writable run directory")
 
 
 # ------------------------------------------------------------------------------------------ find / validate
