@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -39,22 +40,33 @@ class Payload:
         return exec, (f"open({self.marker!r}, 'w').close()",)
 
 
-def write_payload(path: Path, marker: Path) -> None:
-    torch.save({"step": 8, "optimizer": Payload(marker)}, path)
+def write_payload(path: Path, marker: Path, form: str = "torch.save") -> None:
+    """A state whose loading runs Payload, written as torch.save writes (a zip holding a protocol-2 pickle), as
+    torch's legacy format, or as a bare pickle of Python's default protocol (4: opcodes torch's safe loader has no
+    case for, so it refused them with an empty reason)."""
+    state = {"step": 8, "optimizer": Payload(marker)}
+    if form == "pickle":
+        path.write_bytes(pickle.dumps(state))
+    else:
+        torch.save(state, path, _use_new_zipfile_serialization=form == "torch.save")
     # The payload is live: an unsafe load runs it. (Checked on a copy, then the marker is removed.)
     probe = path.with_name("probe.pt")
     shutil.copy(path, probe)
-    torch.load(probe, weights_only=False)
+    try:
+        torch.load(probe, weights_only=False)  # (a bare pickle runs it too, before torch finds no file header)
+    except Exception:
+        assert form == "pickle"
     assert marker.exists()
     marker.unlink()
     probe.unlink()
 
 
-def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_runs, tmp_path, capsys):
+@pytest.mark.parametrize("form", ["torch.save", "legacy torch.save", "pickle"])
+def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_runs, tmp_path, capsys, form):
     run, marker = tmp_path / "run", tmp_path / "payload-ran"
     shutil.copytree(reference_runs["single"], run)
     ckpt = run / "checkpoint-8"
-    write_payload(ckpt / "trainer_state.pt", marker)
+    write_payload(ckpt / "trainer_state.pt", marker, form)
     # Re-commit so the checkpoint is complete by every check and --resume auto picks it.
     manifest = json.loads((ckpt / "COMMIT").read_text())
     data = (ckpt / "trainer_state.pt").read_bytes()
@@ -67,6 +79,12 @@ def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_ru
     err = capsys.readouterr().err
     assert f"skipping checkpoint-8: {ckpt / 'trainer_state.pt'}: cannot load training state (UnpicklingError" in err
     assert "refused, never executed" in err and "Traceback" not in err
+    # What was refused and why: the callable it imports, and torch's reason (never empty, never its advice to load
+    # unsafely or to allowlist the callable); no torch warning about the pickle protocol.
+    assert "its pickle imports builtins.exec, which a training state never holds" in err, err
+    reason = err.split("cannot load training state (UnpicklingError:", 1)[1].split(");", 1)[0].strip()
+    assert reason and "weights_only" not in reason and "safe_globals" not in reason, err
+    assert "Detected pickle protocol" not in err and "Warning" not in err, err
     assert "resuming from checkpoint-6 instead" in err
     assert not marker.exists()
 
