@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "reliability"))
-from harness import config_args, tiny_setup  # noqa: E402
+from harness import config_args, pretrain_args, tiny_setup  # noqa: E402
 
 from litebert import tracking  # noqa: E402
 from litebert.cli import main as cli_main  # noqa: E402
@@ -29,8 +29,7 @@ def mlflow_run(run_dir: Path):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=(run_dir / "mlruns").resolve().as_uri())
-    experiment = client.get_experiment_by_name("litebert")
-    (run,) = client.search_runs([experiment.experiment_id])
+    (run,) = client.search_runs(["0"])  # the Default experiment: MLFLOW_EXPERIMENT_* are unset here
     return client, run
 
 
@@ -44,7 +43,7 @@ def logged(recs: list[dict], key: str, split: str | None = None) -> list[tuple[i
 
 @pytest.fixture(autouse=True)
 def _own_mlflow_settings(monkeypatch):
-    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"):
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -83,6 +82,33 @@ def test_a_pretraining_run_appears_in_mlflow_with_its_record_and_every_figure(ti
     assert [s for s, _ in history(client, run, "loss")] == [1, 2, 3, 4]
     for key in ("eval_mlm_acc", "loss"):
         assert history(client, run, f"final/{key}") == [(4, result[key])]
+
+
+@pytest.mark.parametrize("experiment", [None, "sst2-runs"])
+def test_the_mlflow_run_is_found_by_mlflow_search_runs_at_the_documented_uri(tiny_data, tmp_path, experiment):
+    """`litebert pretrain --report-to mlflow` (a real process), then MLflow's own fluent API in a fresh process with
+    only the documented settings (the tracking URI OUT/mlruns as written, MLFLOW_ALLOW_FILE_STORE=true, and the same
+    MLFLOW_EXPERIMENT_NAME if the run had one): `mlflow.search_runs()` finds the run, finished, with its figures.
+    (Before: the run sat in an experiment "litebert" that a plain search_runs() does not look in.)"""
+    import os
+    import subprocess
+
+    pytest.importorskip("mlflow")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    if experiment:
+        env["MLFLOW_EXPERIMENT_NAME"] = experiment
+    done = subprocess.run([sys.executable, "-m", "litebert", *pretrain_args(tiny_data, Path("run"), steps=2),
+                           "--report-to", "mlflow"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"at {(tmp_path / 'run' / 'mlruns').resolve().as_uri()}" in done.stderr, done.stderr[-3000:]
+    read = ("import json, mlflow; mlflow.set_tracking_uri('run/mlruns'); runs = mlflow.search_runs(output_format="
+            "'list'); print(json.dumps([[r.info.run_name, r.info.status, r.data.metrics.get('final/loss')] for r in "
+            "runs]))")
+    found = subprocess.run([sys.executable, "-c", read], cwd=tmp_path, env={**env, "MLFLOW_ALLOW_FILE_STORE": "true"},
+                           capture_output=True, text=True, timeout=300)
+    assert found.returncode == 0, found.stderr[-3000:]
+    final_loss = next(r["loss"] for r in records(tmp_path / "run") if r.get("step") == 2 and "loss" in r)
+    assert json.loads(found.stdout.strip().splitlines()[-1]) == [["run", "FINISHED", pytest.approx(final_loss)]]
 
 
 def test_a_finetuning_run_appears_in_mlflow_and_tensorboard_with_its_dev_figures(model_dir, shared_data, tmp_path):

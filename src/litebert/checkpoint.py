@@ -31,6 +31,7 @@ import numbers
 import os
 import re
 import shutil
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -183,8 +184,10 @@ def _remove_tree(path: Path) -> None:
 
 
 def _save_error_message(run_dir: Path, step: int, e: OSError) -> str:
+    kept = (f"earlier checkpoints in {run_dir} are intact" if _checkpoint_dirs(run_dir) else
+            "no checkpoint was saved before it (the same command starts the run again)")
     return (f"{e.filename or run_dir}: could not save checkpoint-{step}: {reason(e)} ({e}). Nothing was committed and "
-            f"earlier checkpoints in {run_dir} are intact; free some space or choose a writable run directory")
+            f"{kept}; free some space or choose a writable run directory")
 
 
 # ------------------------------------------------------------------------------------------ find / validate
@@ -394,20 +397,63 @@ def load_state(path: str | os.PathLike, data: bytes | None = None) -> Any:
     if data is None and not path.is_file():
         raise CheckpointError(f"{path}: training-state file not found")
     try:
-        return torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # its "Detected pickle protocol N" advice is about files torch did not write
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:  # truncated zip (RuntimeError), empty file (EOFError), refused global (UnpicklingError)
-        raise CheckpointError(f"{path}: cannot load training state ({type(e).__name__}: {_why(e)}). The file is "
-                              "truncated, corrupt, or holds objects other than tensors and plain containers "
-                              "(those are refused, never executed); resume from an earlier checkpoint") from e
+        calls = _pickle_globals(path.read_bytes() if data is None else data)
+        what = f"its pickle imports {', '.join(calls)}, which a training state never holds: refused, never executed" \
+            if calls else "the file is truncated, corrupt, or holds objects other than tensors and plain containers " \
+                          "(those are refused, never executed)"
+        raise CheckpointError(f"{path}: cannot load training state ({type(e).__name__}: {_why(e)}); {what}; resume "
+                              "from an earlier checkpoint") from e
 
 
 def _why(exc: Exception) -> str:
-    """The reason in torch.load's message, without its advice to re-run with weights_only=False (which would run
-    the file's code: the one thing a refused file must never get)."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    """The reason in torch.load's message, without its advice to re-run with weights_only=False or to allowlist
+    the global (either would run the file's code: the one thing a refused file must never get). torch words the
+    reason on a line of its own, or (some refusals) only in the exception it re-raises from."""
+    inner = exc.__cause__ or exc.__context__
+    texts = [str(exc)] + ([str(inner)] if inner is not None and str(inner).strip() else [])
+    lines = [line.strip() for text in texts for line in text.strip().splitlines() if line.strip()]
     named = [line.split("WeightsUnpickler error:", 1)[1].strip() for line in lines if "WeightsUnpickler error:" in line]
-    plain = [line for line in lines if "weights_only" not in line and "trust the source" not in line]
-    return ((named or plain or [type(exc).__name__])[0])[:300]
+    plain = [line for line in lines if "weights_only" not in line and "trust the source" not in line
+             and "Weights only load failed" not in line and "Check the documentation" not in line]
+    reason = next((line for line in named + plain if line), type(exc).__name__)
+    return reason.split(" Please use `torch.serialization", 1)[0][:300]
+
+
+# torch's own rebuild functions, the containers and the bytes codec its writer uses: what a training state may name.
+_TORCH_PICKLE_MODULES = ("torch", "collections", "_codecs")
+
+
+def _pickle_globals(data: bytes) -> list[str]:
+    """The callables and classes a pickle (or torch's zip of one) imports other than torch's own, read from its
+    opcodes without running any (pickletools); [] when it names none or cannot be read."""
+    import pickletools
+    import zipfile
+
+    if data[:4] == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                name = next((n for n in zf.namelist() if n.endswith("data.pkl")), None)
+                data = zf.read(name) if name else b""
+        except (zipfile.BadZipFile, OSError, KeyError):
+            return []
+    found, strings, stream = [], [], io.BytesIO(data)
+    try:
+        while stream.tell() < len(data):  # torch's legacy format is several pickles in a row
+            for op, arg, _ in pickletools.genops(stream):
+                if op.name == "GLOBAL":  # "module name" in one argument (protocols 0-3)
+                    found.append(".".join(str(arg).split(" ", 1)))
+                elif op.name == "STACK_GLOBAL" and len(strings) >= 2:  # the two strings pushed just before (4+)
+                    found.append(f"{strings[-2]}.{strings[-1]}")
+                if isinstance(arg, str):
+                    strings.append(arg)
+    except Exception:  # a damaged pickle, or raw tensor bytes after the pickles: what was read so far
+        pass
+    found = [g.replace("__builtin__.", "builtins.", 1) if g.startswith("__builtin__.") else g for g in found]  # (py2)
+    return sorted({g for g in found if g.split(".", 1)[0] not in _TORCH_PICKLE_MODULES})
 
 
 # ------------------------------------------------------------------------------------------ weights

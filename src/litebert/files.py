@@ -220,8 +220,14 @@ class OutputLock:
         return self
 
     def _in_use(self, holder: str, held: Path) -> OutputError:
-        return OutputError(f"{self.what}: in use by another litebert process (pid {holder or 'unknown'}, which "
-                           f"holds {held}); wait for it to finish or choose another output")
+        if not holder.isdigit():  # the lock file that names it was deleted or never written: ask the kernel
+            pids = flock_holders(held)
+            holder = (", ".join(map(str, pids)) if pids else
+                      f"unknown: {self.lock_file}, where the holder writes its pid, "
+                      + ("is gone" if not self.lock_file.exists() else "names none")
+                      + ", and /proc/locks, where the kernel lists who holds a lock, does not say")
+        return OutputError(f"{self.what}: in use by another litebert process (pid {holder}, which holds {held}); "
+                           "wait for it to finish or choose another output")
 
     def _is_current(self, fd: int) -> bool:
         """Whether the descriptor `fd` is still the file at `lock_file` (same device and inode)."""
@@ -271,6 +277,26 @@ def pid_alive(pid: int) -> bool:
         return True
     return True
 
+
+
+def flock_holders(path: str | os.PathLike) -> list[int]:
+    """The pids that hold a flock(2) on `path`, from the kernel's table of locks (Linux /proc/locks: "ID: FLOCK
+    ADVISORY WRITE PID MAJOR:MINOR:INODE START END", device numbers in hex); [] where there is no such table or a
+    holder is not visible from here (another pid namespace shows pid 0 or -1)."""
+    try:
+        st = os.stat(path)
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return []
+    me = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in table.splitlines():
+        fields = line.split()
+        if "->" in fields:  # a process waiting for the lock, not holding it
+            continue
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == me and fields[4].isdigit() and int(fields[4]):
+            pids.append(int(fields[4]))
+    return sorted(set(pids))
 
 
 def hold_dir(directory: str | os.PathLike) -> int | None:

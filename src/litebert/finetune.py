@@ -127,8 +127,9 @@ class FinetuneConfig:
     # The pooler of a pretraining checkpoint is shaped by SOP alone (see docs/recipes.md for its measured effect).
     reinit_pooler: bool = option(False, "re-initialise the pooler ([CLS] -> dense -> tanh) with the model's own "
                                         "initialisation before fine-tuning (drawn from --seed)")
-    # A rerun into a directory that already holds a run would mix two runs' metrics.jsonl records and leave the old
-    # best/ in place until the new run beats its score, so it is refused unless asked for.
+    # A rerun into a directory that already holds a finished run would mix two runs' metrics.jsonl records and leave
+    # the old best/ in place until the new run beats its score, so it is refused unless asked for (an unfinished
+    # run is resumed, or restarted when it stopped before its first checkpoint).
     overwrite: bool = option(False, "replace the run already in --out (its metrics.jsonl, best/ and result.json); "
                                     "default: refuse")
 
@@ -428,21 +429,26 @@ def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float
 RUN_OUTPUTS = ("metrics.jsonl", "best", "result.json")
 
 
-def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> Path | None:
+def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> tuple[Path | None, bool]:
     """Refuse an --out that already holds a finished fine-tuning run, or with --overwrite remove that run's outputs
     (never the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way).
     An unfinished run (a checkpoint, no result.json: stopped by SIGTERM, --max-time or a crash) is resumed instead:
-    its newest complete checkpoint is returned (which one verifies is decided when it is read: newest_verified)."""
+    (its newest complete checkpoint, False) is returned (which one verifies is decided when it is read:
+    newest_verified). One stopped before its first checkpoint (a full disk, a crash), whose finetune.json says
+    what it was, is restarted from step 0 over what it left: (None, True); its best/ stays until the restart does
+    as well (kept_best). Else (None, False): a fresh run."""
     if out_dir.is_dir():
         cleanup_incomplete(out_dir)  # what a save cut short left behind
     found = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
     found += [p.name for p in checkpoint_dirs(out_dir)] if out_dir.is_dir() else []
     if not found:
-        return None
+        return None, False
     if not overwrite and not (out_dir / "result.json").exists():
         latest = find_latest_checkpoint(out_dir)
         if latest is not None:
-            return latest
+            return latest, False
+        if (out_dir / "finetune.json").is_file():
+            return None, True
     if not overwrite:
         raise ConfigError(f"--out {out_dir} already holds a fine-tuning run ({', '.join(found)}); pass --overwrite "
                           f"to replace it, or choose another --out")
@@ -452,6 +458,23 @@ def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> Path 
     for name in found:
         path = out_dir / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return None, False
+
+
+def kept_best(out_dir: Path, spec: TaskSpec) -> dict[str, Any]:
+    """The loop's best record for a run restarted from step 0 over the best/ an earlier session left (it stopped
+    before its first checkpoint): the bar is best/'s main metric (eval_metrics.json), and best/ is replaced only by
+    an evaluation that reaches it ("kept": the same run, redone, rewrites it at the same step). No best/: no bar."""
+    if not (out_dir / "best").exists():
+        return {"score": -math.inf}
+    path = out_dir / "best" / "eval_metrics.json"
+    hint = "pass --overwrite to start over without it, or use another --out"
+    saved = read_json(path, CheckpointError, expect=dict, hint=hint)
+    score = saved.get(spec.main_metric)
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
+        raise CheckpointError(f"{path}: {spec.main_metric!r} is {score!r}, not a number; {hint}")
+    return {"score": float(score), "step": saved.get("step"), "kept": True, "collapsed": {},
+            "metrics": {k: v for k, v in saved.items() if k not in ("step", "split")}}
 
 
 # What a resume restores must equal what the run would have used: a change to any of these would splice two
@@ -521,7 +544,7 @@ def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict, training: Tra
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     spec = resolve_task(cfg)
     cfg = dataclasses.replace(cfg, model=str(resolve_model_dir(cfg.model)))
-    resume = clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
+    resume, restart = clear_previous_run(Path(cfg.out), Path(cfg.model), cfg.overwrite)
     check_dev_source(spec, cfg)
     train = read_split(spec, cfg, "train", limit=cfg.max_train_examples)
     if not train:
@@ -538,7 +561,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     precision = resolve_precision(cfg.precision, device)
     out_dir = Path(cfg.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if resume is not None:
+    if resume is not None or restart:
         check_same_recipe(out_dir / "finetune.json", cfg)
     _write_json(out_dir / "finetune.json", dataclasses.asdict(cfg))
 
@@ -574,6 +597,11 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                                            state["step"])
         truncate_metrics(out_dir / "metrics.jsonl", step)
         say(f"resumed from {resume} at step {step}")
+    elif restart:
+        best = kept_best(out_dir, spec)
+        kept = (f"; its best/ (step {best['step']}, {spec.main_metric} {best['score']:.4f}) stays until the restart "
+                "does as well") if best.get("kept") else ""
+        say(f"restarting {out_dir} from step 0: it stopped before its first checkpoint{kept}")
     log = (out_dir / "metrics.jsonl").open("a" if resume is not None else "w")
     # --report-to: the records below also go to the trackers, with the run record (finetune.json) as parameters
     trackers = Trackers(parse_report_to(cfg.report_to), out_dir, "finetune", dataclasses.asdict(cfg))
@@ -614,7 +642,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                     + f" elapsed={format_seconds(time.perf_counter() - t0)}")
                 if collapsed:
                     say(collapse_warning(collapsed, dev_split, step))
-                if score > best["score"]:
+                if score > best["score"] or (best.get("kept") and score >= best["score"]):
                     best, stale = {"score": score, "step": step, "metrics": metrics, "collapsed": collapsed}, 0
                     save_best(model, tokenizer, out_dir, {"step": step, "split": dev_split, **metrics, **collapsed},
                               training_record(cfg, spec, len(train), len(dev), step, metrics, collapsed))

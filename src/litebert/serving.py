@@ -27,6 +27,7 @@ request is cancelled, the batcher drops its items before they reach the model, a
 """
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -302,7 +303,11 @@ def _add_error_handlers(app) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405, a body FastAPI cannot parse
-        return _error(exc.status_code, str(exc.detail), "body" if exc.status_code in (400, 422) else None)
+        if exc.status_code == 400:  # FastAPI's "error parsing the body" (invalid UTF-8): 422 like every bad body
+            cause = exc.__cause__
+            why = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+            return _error(422, f"invalid request: body: not valid JSON{why}", "body")
+        return _error(exc.status_code, str(exc.detail), "body" if exc.status_code == 422 else None)
 
     @app.exception_handler(RecursionError)
     async def too_deep(request: Request, exc: RecursionError):  # a body nested too deeply to parse
@@ -520,6 +525,14 @@ def _draining_server(config, state: dict):
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                yield
+                # uvicorn raises the signal again once it has shut down, so the process died of it (-15): a
+                # shutdown that SIGTERM asked for and that finished is a success, exit 0
+                getattr(self, "_captured_signals", []).clear()
+
         def handle_exit(self, sig, frame):
             state["ready"] = False
             if "cut_off" in state and not self.should_exit:  # the first signal: in-flight requests get until the

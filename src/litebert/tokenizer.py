@@ -34,6 +34,7 @@ from litebert.errors import ConfigError, LitebertError, TokenizerError, where
 from litebert.files import atomic_write, read_json
 from litebert.hub_cache import resolve_model_path
 from litebert.tokenizer_json import (
+    first_difference,
     SPIECE_UNDERLINE,
     TOKENIZER_JSON,
     is_comma_piece,
@@ -574,7 +575,29 @@ class _TokenizerBase:
             if kind != cls.json_kind:
                 raise TokenizerError(f"{directory / TOKENIZER_JSON}: a {kind} tokenizer, not {cls.__name__}'s")
             return cls(directory / TOKENIZER_JSON, **kwargs, **{cls.bytes_argument: content})
-        return cls(directory / cls.vocab_file_name, **kwargs)
+        tokenizer = cls(directory / cls.vocab_file_name, **kwargs)
+        tokenizer._check_tokenizer_json(config.get(JSON_STAMP))
+        return tokenizer
+
+    def _check_tokenizer_json(self, stamp) -> None:
+        """Refuse a directory whose tokenizer.json litebert stamped (tokenizer_config.json's JSON_STAMP) but that no
+        longer holds what this vocab file and these settings give: transformers reads tokenizer.json in preference
+        to the vocab file, so it would tokenize the directory otherwise than litebert does (or fail: a bad
+        character map makes the tokenizers library panic). The bytes are checked against the stamp's sha256; only
+        when they differ (an edit, or a reformatting save) is the content compared with what this tokenizer builds,
+        floats as float32. A stamp of other inputs (another litebert, other settings) leaves nothing to compare."""
+        path = Path(self.vocab_file).parent / TOKENIZER_JSON
+        if not isinstance(stamp, dict) or not path.is_file():
+            return
+        if hashlib.sha256(path.read_bytes()).hexdigest() == stamp.get("sha256") or stamp.get("inputs") != \
+                self._json_inputs():
+            return
+        differs = first_difference(read_json(path, TokenizerError, expect=dict), self.tokenizer_json())
+        if differs:
+            raise TokenizerError(f"{path}: not the tokenizer.json litebert wrote for {self.vocab_file.name} ({differs});"
+                                 f" transformers reads tokenizer.json rather than {self.vocab_file.name}, so it would "
+                                 "give other ids than litebert. Delete it (litebert writes it again at the next save) "
+                                 "or put back the one that was there")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.vocab_file)!r}, vocab_size={self.vocab_size}, {self.settings()})"

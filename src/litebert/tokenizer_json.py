@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 import struct
 from pathlib import Path
@@ -58,6 +59,7 @@ def read_tokenizer_json(directory: Path) -> tuple[str, bytes]:
     model = data.get("model")
     kind = model.get("type") if isinstance(model, dict) else None
     if kind == "Unigram":
+        _check_steps(data, path)
         return "spm", spm_model_from_unigram(data, path)
     if kind == "WordPiece":
         return "wordpiece", wordpiece_vocab(model, path)
@@ -86,18 +88,15 @@ def spm_model_from_unigram(data: dict, path: Path) -> bytes:
         raise TokenizerError(f"{path}: model.vocab should be a non-empty list of [piece, score]")
     if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
         raise TokenizerError(f"{path}: model.unk_id {unk_id!r} is not an id of the vocab ({len(vocab)} pieces)")
-    added = {}
-    for tok in data.get("added_tokens") or []:
-        if tok.get("id", -1) < len(vocab) and vocab[tok["id"]][0] == tok.get("content"):
-            added[tok["id"]] = _CONTROL if tok.get("special") else _USER_DEFINED
+    for i, row in enumerate(vocab):
+        if not (isinstance(row, list) and len(row) == 2 and isinstance(row[0], str)
+                and isinstance(row[1], (int, float)) and not isinstance(row[1], bool)):
+            raise TokenizerError(f"{path}: model.vocab[{i}] = {row!r}; expected [piece, score]")
+    added = _added_kinds(data.get("added_tokens"), vocab, path)
     ours = _written_here(data)
     byte_fallback = bool(model.get("byte_fallback"))
     pieces = []
-    for i, row in enumerate(vocab):
-        if not (isinstance(row, list) and len(row) == 2 and isinstance(row[0], str)
-                and isinstance(row[1], (int, float))):
-            raise TokenizerError(f"{path}: model.vocab[{i}] = {row!r}; expected [piece, score]")
-        piece, score = row
+    for i, (piece, score) in enumerate(vocab):
         kind = _UNKNOWN if i == unk_id else added.get(i, _NORMAL)
         if ours and kind == _NORMAL and score == 0.0:
             kind = _USER_DEFINED  # a trained piece's score is a log probability, below 0
@@ -113,6 +112,55 @@ def spm_model_from_unigram(data: dict, path: Path) -> bytes:
                + pb_varint(40, unk_id) + pb_varint(41, -1) + pb_varint(42, -1) + pb_varint(43, pad)
                + pb_bytes(45, vocab[unk_id][0].encode("utf-8")))
     return b"".join(pieces) + pb_bytes(2, trainer) + pb_bytes(3, _normalizer_spec(data, path))
+
+
+def _added_kinds(tokens, vocab: list, path: Path) -> dict[int, int]:
+    """{id: piece type} of the added tokens: each must be a piece of the vocab, by id and content. One that is not
+    (an id past the vocab, another piece's id) would be an id transformers gives and the SentencePiece model
+    rebuilt here cannot: refused, not dropped."""
+    if tokens is None:
+        return {}
+    if not isinstance(tokens, list):
+        raise TokenizerError(f"{path}: added_tokens should be a list of objects, not {type(tokens).__name__}")
+    kinds = {}
+    for i, tok in enumerate(tokens):
+        token_id = tok.get("id") if isinstance(tok, dict) else None
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or not isinstance(tok.get("content"), str):
+            raise TokenizerError(f"{path}: added_tokens[{i}] = {tok!r:.120}; expected an object with an integer id and "
+                                 "a string content")
+        if not 0 <= token_id < len(vocab) or vocab[token_id][0] != tok["content"]:
+            found = f"is {vocab[token_id][0]!r} there" if 0 <= token_id < len(vocab) else "is not one of its ids"
+            raise TokenizerError(f"{path}: added_tokens[{i}] ({tok['content']!r}, id {token_id}) is not a piece of "
+                                 f"model.vocab ({len(vocab)} pieces; id {token_id} {found}); litebert reads added "
+                                 "tokens only as pieces of the SentencePiece vocabulary")
+        kinds[token_id] = _CONTROL if tok.get("special") else _USER_DEFINED
+    return kinds
+
+
+def first_difference(found, expected, where: str = "") -> str | None:
+    """Where two JSON values first differ ("model.vocab[14][0] is '▁zzz' where '▁the' was written"), or None when
+    they agree. Numbers agree within float32 precision (1e-6 relative): that is what a score holds, and writers
+    print them with other digits (transformers stores scores as float32 and prints them back)."""
+    if isinstance(found, dict) and isinstance(expected, dict):
+        for key in sorted(set(found) | set(expected), key=str):
+            if key not in found or key not in expected:
+                return f"{where}{'.' if where else ''}{key} is {'missing' if key not in found else 'not written'}"
+            differs = first_difference(found[key], expected[key], f"{where}{'.' if where else ''}{key}")
+            if differs:
+                return differs
+        return None
+    if isinstance(found, list) and isinstance(expected, list):
+        if len(found) != len(expected):
+            return f"{where or 'the file'} has {len(found)} entries where {len(expected)} were written"
+        return next((d for i, (a, b) in enumerate(zip(found, expected))
+                     if (d := first_difference(a, b, f"{where}[{i}]"))), None)
+    numbers = (int, float)
+    if (isinstance(found, numbers) and isinstance(expected, numbers) and not isinstance(found, bool)
+            and not isinstance(expected, bool)):
+        same = math.isclose(found, expected, rel_tol=1e-6)
+    else:
+        same = type(found) is type(expected) and found == expected
+    return None if same else f"{where or 'the file'} is {found!r:.80} where {expected!r:.80} was written"
 
 
 def is_comma_piece(piece: str) -> bool:
@@ -152,12 +200,26 @@ def _normalizer_spec(data: dict, path: Path) -> bytes:
 
 
 def _steps(node, key: str) -> list[dict]:
-    """The steps of a normalizer / pre-tokenizer: a Sequence's list, a single step, or none."""
+    """The steps of a normalizer / pre-tokenizer: a Sequence's list, a single step, or none. Of any other shape
+    (transformers refuses it too) nothing is taken here; read_tokenizer_json has refused it already."""
     if not isinstance(node, dict):
         return []
     if node.get("type") == "Sequence":
-        return [s for s in node.get(key) or [] if isinstance(s, dict)]
+        return [s for s in node.get(key) or [] if isinstance(s, dict)] if isinstance(node.get(key), list) else []
     return [node]
+
+
+def _check_steps(data: dict, path: Path) -> None:
+    """The normalizer and pre-tokenizer are null, a step object, or a Sequence of step objects."""
+    for field, key in (("normalizer", "normalizers"), ("pre_tokenizer", "pretokenizers")):
+        node = data.get(field)
+        if node is None:
+            continue
+        steps = node.get(key) if isinstance(node, dict) and node.get("type") == "Sequence" else [node]
+        if not isinstance(steps, list) or not all(isinstance(s, dict) and isinstance(s.get("type"), str)
+                                                  for s in steps):
+            raise TokenizerError(f"{path}: {field} = {node!r:.120}; expected a step object with a type, or a Sequence "
+                                 f"of them in {key!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -18,8 +18,10 @@ with one warning and training goes on: a tracker never stops a run.
 Where the figures go:
 - tensorboard: OUT/tb (event files);
 - mlflow: $MLFLOW_TRACKING_URI when set (a server, a database), else the file store OUT/mlruns (no server;
-  `mlflow ui --backend-store-uri OUT/mlruns` with MLFLOW_ALLOW_FILE_STORE=true shows it); experiment
-  $MLFLOW_EXPERIMENT_NAME or "litebert", run named after OUT;
+  MLflow 3 reads a file store only with MLFLOW_ALLOW_FILE_STORE=true: `mlflow ui --backend-store-uri OUT/mlruns`
+  shows it); the experiment MLflow itself picks in the same environment ($MLFLOW_EXPERIMENT_ID, else
+  $MLFLOW_EXPERIMENT_NAME, else Default), so `mlflow.search_runs()` after `mlflow.set_tracking_uri(...)` finds
+  the run; run named after OUT; the start line names the run, the experiment and the URI;
 - wandb: offline, into OUT/wandb (`wandb sync` uploads it later), unless WANDB_MODE says otherwise; project
   $WANDB_PROJECT or "litebert".
 """
@@ -155,14 +157,22 @@ class MLflowTracker:
             uri = (out_dir / "mlruns").resolve().as_uri()
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
+        from mlflow.tracking.default_experiment import DEFAULT_EXPERIMENT_ID
 
         self.client = MlflowClient(tracking_uri=uri)
-        name = os.environ.get("MLFLOW_EXPERIMENT_NAME", "litebert")
-        experiment = self.client.get_experiment_by_name(name)
-        experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        # The experiment mlflow's own calls use with the same environment (mlflow.start_run, mlflow.search_runs()):
+        # $MLFLOW_EXPERIMENT_ID, else $MLFLOW_EXPERIMENT_NAME (made if new), else the store's Default experiment.
+        experiment_id, name = os.environ.get("MLFLOW_EXPERIMENT_ID"), os.environ.get("MLFLOW_EXPERIMENT_NAME")
+        if not experiment_id and name:
+            experiment = self.client.get_experiment_by_name(name)
+            experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        experiment_id = experiment_id or DEFAULT_EXPERIMENT_ID
         run = self.client.create_run(experiment_id, run_name=out_dir.resolve().name,
                                      tags={"litebert.command": command, "litebert.out": str(out_dir.resolve())})
         self.run_id = run.info.run_id
+        opt_in = "" if os.environ.get("MLFLOW_TRACKING_URI") else "MLFLOW_ALLOW_FILE_STORE=true, "
+        say(f"mlflow: run {self.run_id} in experiment {self.client.get_experiment(experiment_id).name!r} at {uri} "
+            f"(read it back with {opt_in}mlflow.set_tracking_uri({uri!r}) and mlflow.search_runs())")
         flat = [Param(k, str(v)[:self.MAX_PARAM_CHARS]) for k, v in sorted(flatten(params).items())]
         for start in range(0, len(flat), self.PARAMS_PER_CALL):
             self.client.log_batch(self.run_id, params=flat[start:start + self.PARAMS_PER_CALL])

@@ -155,4 +155,5 @@ def test_a_deleted_lock_file_does_not_let_a_second_pretrain_in(tiny_data, tmp_pa
         holder.wait()
     err = capsys.readouterr().err
     assert f"--out {out}: in use by another litebert process" in err and "Traceback" not in err
+    assert f"(pid {holder.pid}, which holds {out})" in err, err  # from /proc/locks (before: "pid unknown")
     assert sorted(p.name for p in out.iterdir()) == [".lock"]  # the refused run wrote nothing

@@ -127,3 +127,43 @@ def test_max_time_stops_with_a_checkpoint_and_the_same_command_goes_on_bit_exact
     assert_same_weights(run / "best", straight / "best")
     assert metrics(run) == metrics(straight)
     assert json.loads((run / "result.json").read_text())["steps"] == 6
+
+
+def test_a_full_disk_before_the_first_checkpoint_restarts_keeping_best(setup, straight, small_disk):
+    """The disk fills after step 2's best/ is saved and before checkpoint-2 is (a real ENOSPC on a tmpfs): exit 2.
+    The same command on the still-full disk is refused and best/ is untouched; once there is space, it restarts
+    from step 0 (there is no checkpoint to resume), keeps best/ until it has redone step 2, and ends with the
+    weights, best/ and log of the run made in one go. (Before: refused without --overwrite, which deletes best/.)"""
+    from harness import pages
+
+    disk = small_disk.mount(16 << 20)
+    run = disk / "run"
+    proc = start(args(setup, run), fault="stop:2")  # stopped after step 2's evaluation and best/, before its save
+    try:
+        wait_stopped(proc)
+        assert json.loads((run / "best" / "eval_metrics.json").read_text())["step"] == 2
+        filler = small_disk.fill(disk, pages(100))  # a page: room for a line of log, not for a checkpoint
+        os.kill(proc.pid, signal.SIGCONT)
+        failed = finish(proc)
+    finally:
+        kill_tagged(proc.tag)
+    assert failed.returncode == 2 and "the disk is full" in failed.stderr, failed.stderr[-3000:]
+    assert "could not save checkpoint-2: the disk is full" in failed.stderr, failed.stderr[-3000:]
+    assert "no checkpoint was saved before it" in failed.stderr and "intact" not in failed.stderr
+    assert "Traceback" not in failed.stderr and not list(run.glob("checkpoint-*"))
+    kept = {p.name: p.read_bytes() for p in (run / "best").iterdir()}
+
+    still_full = run_litebert(args(setup, run))
+    assert still_full.returncode == 2 and "already holds" not in still_full.stderr, still_full.stderr[-3000:]
+    assert {p.name: p.read_bytes() for p in (run / "best").iterdir()} == kept
+
+    filler.unlink()
+    again = run_litebert(args(setup, run))  # today: "already holds a fine-tuning run"; only --overwrite goes on
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (f"restarting {run} from step 0: it stopped before its first checkpoint; its best/ (step 2, accuracy "
+            in again.stderr), again.stderr[-2000:]
+    assert_same_weights(run / "checkpoint-6", straight / "checkpoint-6")
+    assert_same_weights(run / "best", straight / "best")
+    assert metrics(run) == metrics(straight)
+    assert json.loads((run / "result.json").read_text())["best"] == json.loads((straight / "result.json").read_text())[
+        "best"]

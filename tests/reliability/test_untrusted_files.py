@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -39,22 +40,33 @@ class Payload:
         return exec, (f"open({self.marker!r}, 'w').close()",)
 
 
-def write_payload(path: Path, marker: Path) -> None:
-    torch.save({"step": 8, "optimizer": Payload(marker)}, path)
+def write_payload(path: Path, marker: Path, form: str = "torch.save") -> None:
+    """A state whose loading runs Payload, written as torch.save writes (a zip holding a protocol-2 pickle), as
+    torch's legacy format, or as a bare pickle of Python's default protocol (4: opcodes torch's safe loader has no
+    case for, so it refused them with an empty reason)."""
+    state = {"step": 8, "optimizer": Payload(marker)}
+    if form == "pickle":
+        path.write_bytes(pickle.dumps(state))
+    else:
+        torch.save(state, path, _use_new_zipfile_serialization=form == "torch.save")
     # The payload is live: an unsafe load runs it. (Checked on a copy, then the marker is removed.)
     probe = path.with_name("probe.pt")
     shutil.copy(path, probe)
-    torch.load(probe, weights_only=False)
+    try:
+        torch.load(probe, weights_only=False)  # (a bare pickle runs it too, before torch finds no file header)
+    except Exception:
+        assert form == "pickle"
     assert marker.exists()
     marker.unlink()
     probe.unlink()
 
 
-def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_runs, tmp_path, capsys):
+@pytest.mark.parametrize("form", ["torch.save", "legacy torch.save", "pickle"])
+def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_runs, tmp_path, capsys, form):
     run, marker = tmp_path / "run", tmp_path / "payload-ran"
     shutil.copytree(reference_runs["single"], run)
     ckpt = run / "checkpoint-8"
-    write_payload(ckpt / "trainer_state.pt", marker)
+    write_payload(ckpt / "trainer_state.pt", marker, form)
     # Re-commit so the checkpoint is complete by every check and --resume auto picks it.
     manifest = json.loads((ckpt / "COMMIT").read_text())
     data = (ckpt / "trainer_state.pt").read_bytes()
@@ -67,6 +79,12 @@ def test_crafted_training_state_is_refused_and_never_run(tiny_data, reference_ru
     err = capsys.readouterr().err
     assert f"skipping checkpoint-8: {ckpt / 'trainer_state.pt'}: cannot load training state (UnpicklingError" in err
     assert "refused, never executed" in err and "Traceback" not in err
+    # What was refused and why: the callable it imports, and torch's reason (never empty, never its advice to load
+    # unsafely or to allowlist the callable); no torch warning about the pickle protocol.
+    assert "its pickle imports builtins.exec, which a training state never holds" in err, err
+    reason = err.split("cannot load training state (UnpicklingError:", 1)[1].split(");", 1)[0].strip()
+    assert reason and "weights_only" not in reason and "safe_globals" not in reason, err
+    assert "Detected pickle protocol" not in err and "Warning" not in err, err
     assert "resuming from checkpoint-6 instead" in err
     assert not marker.exists()
 
@@ -165,3 +183,106 @@ def test_a_refused_state_file_gets_no_advice_to_load_it_unsafely(tmp_path):
     message = str(exc.value)
     assert "weights_only" not in message and "exec" in message and "refused, never executed" in message, message
     assert not marker.exists()
+
+
+# ------------------------------------------------------------------------------------------ tokenizer.json
+
+TEXT = "the film [EVIL] was fine, in 1999."
+
+
+def _tampered(data: dict, how: str, piece_id: int | None = None) -> bytes:
+    """tokenizer.json's content edited as `how` says (`piece_id`: the piece to rename)."""
+    data = json.loads(json.dumps(data))
+    if how == "a piece renamed":
+        data["model"]["vocab"][piece_id][0] = "\u2581zzzz"
+    elif how == "a character map that is not base64":
+        step = next(s for s in data["normalizer"]["normalizers"] if s["type"] == "Precompiled")
+        step["precompiled_charsmap"] = "!!!"
+    elif how == "an added token past the vocab":
+        data["added_tokens"].append({**data["added_tokens"][0], "id": len(data["model"]["vocab"]) + 10**6,
+                                     "content": "[EVIL]"})
+    elif how == "an added token that is not an object":
+        data["added_tokens"].append(7)
+    elif how == "a normalizer that is not a step":
+        data["normalizer"]["normalizers"] = 3
+    else:
+        return json.dumps(data).encode()[:2000]  # cut short
+    return json.dumps(data).encode()
+
+
+def _transformers_ids(directory: Path):
+    """What stock transformers makes of the directory: its ids for TEXT, or the exception it raised (the tokenizers
+    library panics on some files: a BaseException)."""
+    transformers = pytest.importorskip("transformers")
+    try:
+        return transformers.AutoTokenizer.from_pretrained(directory)(TEXT)["input_ids"]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        return exc
+
+
+@pytest.mark.parametrize("how, named", [
+    ("a piece renamed", r"model\.vocab\[\d+\]\[0\] is '\u2581zzzz' where"),
+    ("a character map that is not base64", r"normalizer\.normalizers\[\d+\]\.precompiled_charsmap is '!!!'"),
+    ("an added token past the vocab", "added_tokens has 6 entries where 5 were written"),
+    ("cut short", "not valid JSON"),
+])
+def test_a_tampered_tokenizer_json_beside_spiece_model_is_refused(tiny_data, tmp_path, how, named):
+    """litebert tokenizes a directory it saved from spiece.model, but transformers reads its tokenizer.json first.
+    Edited, that file makes transformers fail (a JSON error, a panic in the tokenizers library) or give other ids
+    than spiece.model (a renamed piece; an added token with an id past the model's embeddings), so litebert
+    refuses the directory, naming the file and the field. (Before: loaded without a word, the file unread.)"""
+    from litebert.errors import TokenizerError
+    from litebert.tokenizer import load_tokenizer
+
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    shutil.copytree(tiny_data[1], good)
+    tokenizer = load_tokenizer(good)
+    ids = tokenizer(TEXT)["input_ids"]
+    assert _transformers_ids(good) == ids  # untampered, the two agree
+    shutil.copytree(good, bad)
+    longest = max(ids[1:-1], key=lambda i: len(tokenizer.id_to_token(i)))  # a piece TEXT is made of
+    (bad / "tokenizer.json").write_bytes(_tampered(json.loads((good / "tokenizer.json").read_text()), how, longest))
+
+    seen = _transformers_ids(bad)
+    assert seen != ids, "transformers read the tampered file and still gave spiece.model's ids"
+    with pytest.raises(TokenizerError, match=named) as refused:
+        load_tokenizer(bad)
+    assert str(bad / "tokenizer.json") in str(refused.value)
+
+
+def test_a_reformatting_save_of_tokenizer_json_is_not_refused(tiny_data, tmp_path):
+    """transformers saving the directory in place rewrites tokenizer.json with other digits: the same tokenizer,
+    which litebert still loads, with the same ids."""
+    transformers = pytest.importorskip("transformers")
+    from litebert.tokenizer import load_tokenizer
+
+    shutil.copytree(tiny_data[1], tmp_path / "tok")
+    before = (tmp_path / "tok" / "tokenizer.json").read_bytes()
+    ids = load_tokenizer(tmp_path / "tok")(TEXT)["input_ids"]
+    transformers.AutoTokenizer.from_pretrained(tmp_path / "tok").save_pretrained(tmp_path / "tok")
+    assert (tmp_path / "tok" / "tokenizer.json").read_bytes() != before
+    assert load_tokenizer(tmp_path / "tok")(TEXT)["input_ids"] == ids == _transformers_ids(tmp_path / "tok")
+
+
+@pytest.mark.parametrize("how, named", [
+    ("an added token past the vocab", r"added_tokens\[5\] \('\[EVIL\]', id \d+\) is not a piece of model\.vocab"),
+    ("an added token that is not an object", r"added_tokens\[5\] = 7; expected an object"),
+    ("a normalizer that is not a step", "normalizer = .*expected a step object"),
+])
+def test_a_tampered_transformers_only_directory_is_refused(tiny_data, tmp_path, how, named):
+    """A directory transformers saved (tokenizer.json alone, no spiece.model): litebert rebuilds its SentencePiece
+    model from the file, and refuses one it cannot rebuild faithfully, naming the field. (Before: an
+    AttributeError, or an added token past the vocab dropped without a word while transformers gives its id.)"""
+    transformers = pytest.importorskip("transformers")
+    from litebert.errors import TokenizerError
+    from litebert.tokenizer import load_tokenizer
+
+    hf = tmp_path / "hf"
+    transformers.AutoTokenizer.from_pretrained(tiny_data[1]).save_pretrained(hf)
+    assert not (hf / "spiece.model").exists()
+    load_tokenizer(hf)  # as saved, it loads
+    (hf / "tokenizer.json").write_bytes(_tampered(json.loads((hf / "tokenizer.json").read_text()), how))
+    with pytest.raises(TokenizerError, match=named):
+        load_tokenizer(hf)
