@@ -179,7 +179,7 @@ def test_compiled_step_matches_eager(gpu_device):
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_memory_lower_bound_holds_on_the_device(gpu_device, precision):
+def test_memory_lower_bound_holds_on_the_device(gpu_device, precision, record_property):
     """memory.training_bytes is a lower bound (check_training_memory refuses runs above free memory by it): the
     peak the CUDA allocator records for a real step must not be below it. A shape where activations and attention
     probabilities dominate (seq 256), the two precisions training uses on GPUs."""
@@ -201,6 +201,7 @@ def test_memory_lower_bound_holds_on_the_device(gpu_device, precision):
     synchronize(gpu_device)
     peak = torch.cuda.max_memory_allocated(gpu_device) - base
     bound = training_bytes(config, B, L, P)
-    print(f"memory {precision}: lower bound {bound / 2**20:.0f} MiB, CUDA peak {peak / 2**20:.0f} MiB "
-          f"({peak / bound:.2f}x)")
+    # gpu_check.py copies this into docs/gpu.md
+    record_property(f"memory {precision}", f"lower bound {bound / 2**20:.0f} MiB, CUDA peak {peak / 2**20:.0f} MiB "
+                                           f"({peak / bound:.2f}x the bound)")
     assert bound <= peak, f"the lower bound {bound / 2**20:.0f} MiB exceeds the real peak {peak / 2**20:.0f} MiB"
