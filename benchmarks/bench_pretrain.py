@@ -15,6 +15,7 @@ Both sides: same config, batch, sequence length, threads, full-length sequences 
     python benchmarks/bench_pretrain.py --seq 512 --batch 8 --reference fp32,bf16
     python benchmarks/bench_pretrain.py --levers                 # each lever's contribution, one at a time
     python benchmarks/bench_pretrain.py --device cuda            # MFU against the GPU's spec-sheet peak
+    python benchmarks/bench_pretrain.py --device cuda --also-eager --reference bf16   # benchmarks/gpu_check.py's
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", default="auto", help="ours: auto | bf16 | fp32")
     p.add_argument("--reference", default="fp32,bf16", help="Hugging Face precisions to run, comma-separated")
     p.add_argument("--no-compile", dest="compile", action="store_false", help="ours without torch.compile")
+    p.add_argument("--also-eager", action="store_true",
+                   help="with compile: also 'ours eager', the step `litebert pretrain` runs without --compile")
     p.add_argument("--levers", action="store_true", help="also measure each lever of ours on its own")
     p.add_argument("--no-ddp", dest="ddp", action="store_false",
                    help="skip 'ours DDP' (threads ranks x 1 thread), run by default on CPU with threads > 1")
@@ -76,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"litebert train_step: {precision}, sparse MLM head (P={args.predictions}), "
                     f"{'torch.compile' if args.compile else 'eager'}")
         sides, ddp = [ours], None
+        if args.also_eager and args.compile:
+            sides.append(Side("ours eager", ours_train_step(config, batch, device, precision), tokens, sparse_flops,
+                              f"the same train_step, {precision}, eager (`litebert pretrain` without --compile)"))
         if args.ddp and device.type == "cpu" and args.threads > 1 and args.batch % args.threads == 0:
             ddp = DDPSide(config, batch, precision, world=args.threads, compile=args.compile)
             sides.append(Side("ours DDP", ddp.step, tokens, sparse_flops,

@@ -27,6 +27,27 @@ def en_tokenizer_dir(shared_data, tmp_path_factory):
     return out
 
 
+# --------------------------------------------------------------------------------------------- the GPU tier
+# `pytest -m gpu` (and `make gpu-check`) run tests/test_gpu*.py on the device this fixture names: CUDA by default,
+# skipped with the reason where there is none, so CI stays green without one. LITEBERT_GPU_TEST_DEVICE=cpu runs the
+# same tests' logic on the CPU, to check the tests themselves on a machine without a GPU.
+GPU_TEST_DEVICE = "LITEBERT_GPU_TEST_DEVICE"
+
+
+@pytest.fixture(scope="session")
+def gpu_device():
+    import torch
+
+    name = os.environ.get(GPU_TEST_DEVICE, "cuda")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        pytest.skip(f"no CUDA device (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'}); "
+                    f"{GPU_TEST_DEVICE}=cpu runs these tests' logic on the CPU")
+    if device.type not in ("cuda", "cpu"):
+        pytest.fail(f"{GPU_TEST_DEVICE}={name}: expected cuda, cuda:N or cpu")
+    return device
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads():
     # Tests are small: more threads than cores only adds noise on the 2-core CI machine.

@@ -81,7 +81,9 @@ def init_distributed(device_name: str | None) -> tuple[Dist, torch.device]:
         # torchrun's store outlives restarts and holds the keys of dead attempts: each attempt opens its own.
         store, rank, world = next(dist.rendezvous("env://"))
         store = attempt_store(store, rank, world)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
+        # On GPUs NCCL carries the CUDA tensors (DDP's gradients) and gloo the loop's small host tensors (the global
+        # counts, the step's figures, the stop flags): NCCL alone refuses a CPU tensor.
+        dist.init_process_group("cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
                                 world_size=world)
     return Dist(rank, world, local_rank), device
 

@@ -46,11 +46,13 @@ WORD_RE = re.compile(r"\w+|[^\w\s]")
 
 def pipeline(task: str | None, model: str | Path, backend: str = "auto", *, batch_size: int = 32,
              onnx_file: str | Path | None = None, threads: int | None = None,
-             truncation: str = "longest_first") -> Pipeline:
+             truncation: str = "longest_first", device: str | None = None) -> Pipeline:
     """A ready pipeline for `model` (a model directory, a fine-tuning run directory, or an `export-onnx`
     directory). task None: the directory's own task. backend "auto": the precision the start-up probe picks
     (`pipe.precision` says which answered). truncation "error": an input over the model's max_seq_length is
-    refused instead of cut (results always say how many tokens were cut: `truncated_tokens`)."""
+    refused instead of cut (results always say how many tokens were cut: `truncated_tokens`). device: where the
+    PyTorch backends run ("cpu", "cuda", "cuda:N"; default cpu); inputs go there and results come back to the
+    host, so the results' form does not depend on it."""
     if backend not in BACKENDS:
         raise ConfigError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
     if truncation not in TRUNCATIONS:
@@ -69,10 +71,12 @@ def pipeline(task: str | None, model: str | Path, backend: str = "auto", *, batc
 
     tokenizer = load_tokenizer(weights_dir)
     if backend == "onnx":
+        if device not in (None, "cpu"):
+            raise ConfigError(f"device {device!r}: the onnx backend runs on the CPU (onnxruntime's CPU provider)")
         runner = OnnxRunner(_onnx_path(weights_dir, onnx_file, task, record), threads)
     else:
-        backend = inference_precision(backend)
-        runner = TorchRunner.load(weights_dir, task, backend, threads)
+        backend = inference_precision(backend, device)
+        runner = TorchRunner.load(weights_dir, task, backend, threads, device)
     if runner.vocab_size is not None and runner.vocab_size != tokenizer.vocab_size:
         raise LitebertError(f"{weights_dir}: the model's vocab_size {runner.vocab_size} does not match its "
                             f"tokenizer's {tokenizer.vocab_size}")
@@ -81,16 +85,18 @@ def pipeline(task: str | None, model: str | Path, backend: str = "auto", *, batc
     return pipe
 
 
-def inference_precision(precision: str) -> str:
-    """The precision a CPU inference door runs at: "auto" is device.py's start-up probe (bf16 where this host
-    runs it faster, else fp32), the rule training uses."""
+def inference_precision(precision: str, device: str | None = None) -> str:
+    """The precision an inference door runs at: "auto" is device.py's rule, the one training uses (on a CPU the
+    start-up probe: bf16 where this host runs it faster, else fp32; on a GPU bf16 where it has bf16, else fp32,
+    since fp16 weights without a loss scale can overflow)."""
     if precision != "auto":
         return precision
     import torch
 
     from litebert.device import resolve_precision
 
-    return resolve_precision("auto", torch.device("cpu"))
+    resolved = resolve_precision("auto", torch.device(device or "cpu"))
+    return resolved if resolved in ("fp32", "bf16") else "fp32"
 
 
 def _onnx_path(weights_dir: Path, onnx_file, task: str, record: ModelRecord) -> Path:
@@ -121,9 +127,11 @@ class TorchRunner:
 
         self.torch, self.model, self.mlm = torch, model.eval(), mlm
         self.vocab_size = model.config.vocab_size
+        self.device = next(model.parameters()).device
 
     @classmethod
-    def load(cls, weights_dir: Path, task: str, backend: str, threads: int | None) -> TorchRunner:
+    def load(cls, weights_dir: Path, task: str, backend: str, threads: int | None,
+             device: str | None = None) -> TorchRunner:
         import torch
 
         import litebert.model as models
@@ -135,9 +143,9 @@ class TorchRunner:
         if fresh:
             raise LitebertError(f"{weights_dir}: has no trained weights for {', '.join(fresh)}, which {task} "
                                 f"needs; use a directory fine-tuned for {task}")
-        from litebert.device import for_inference
+        from litebert.device import check_device, for_inference
 
-        return cls(for_inference(model, backend), mlm=task == "fill-mask")
+        return cls(for_inference(model, backend, check_device(device or "cpu")), mlm=task == "fill-mask")
 
     def encoder(self) -> TorchRunner:
         """A runner over this model's encoder alone (embeddings), sharing its weights."""
@@ -146,10 +154,10 @@ class TorchRunner:
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         torch = self.torch
         with torch.inference_mode():
-            out = self.model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
+            out = self.model(**{k: torch.from_numpy(v).to(self.device) for k, v in inputs.items()})
         if self.mlm:
-            return {"logits": out.mlm_logits.float().numpy()}  # [B, L, V]
-        return {name: getattr(out, attr).float().numpy() for name, attr in self.OUTPUTS.items()
+            return {"logits": out.mlm_logits.float().cpu().numpy()}  # [B, L, V]
+        return {name: getattr(out, attr).float().cpu().numpy() for name, attr in self.OUTPUTS.items()
                 if getattr(out, attr) is not None}
 
 

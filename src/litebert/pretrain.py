@@ -498,17 +498,23 @@ def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) 
 
 
 def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
-    """Forward/backward over the micro-batches of one global batch, then one optimizer update (or a skip)."""
+    """Forward/backward over the micro-batches of one global batch, then one optimizer update (or a skip).
+
+    The host waits for the device once per step (one copy of the step's figures and grad norm, which the
+    skip-or-stop decision needs), not after every micro-batch: the counts come from the host copies of the
+    batches, and the per-micro-batch figures stay on the device until that copy."""
     d, device, model = run.d, run.device, run.model
     model.train()
-    # masked_kinds (what the 80/10/10 rule did per target) is for held-out scores only: it stays on the host.
-    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items() if k != "masked_kinds"} for b in batches]
-    # Global counts first: every micro-batch's loss is divided by the whole global batch's numbers.
+    # Global counts first, from the host tensors: every micro-batch's loss is divided by the whole global batch's
+    # numbers.
     counts = torch.tensor([sum(b["masked_weights"].sum().item() for b in batches),
                            sum((b["sop_labels"] != -100).sum().item() for b in batches)], dtype=torch.float64)
+    tokens = float(sum(b["attention_mask"].numel() for b in batches))
+    # masked_kinds (what the 80/10/10 rule did per target) is for held-out scores only: it stays on the host.
+    batches = [{k: v.to(device, non_blocking=True) for k, v in b.items() if k != "masked_kinds"} for b in batches]
     d.all_reduce(counts)
     n_masked, n_pairs = max(counts[0].item(), 1.0), max(counts[1].item(), 1.0)
-    sums = torch.zeros(5, dtype=torch.float64)  # mlm loss, mlm correct, sop loss, sop correct, tokens
+    figures = []  # per micro-batch, float32 [4] on the device: mlm loss, mlm correct, sop loss, sop correct
     for i, b in enumerate(batches):
         last = i == len(batches) - 1
         no_sync = model.no_sync if (d.world > 1 and not last and hasattr(model, "no_sync")) else contextlib.nullcontext
@@ -525,29 +531,43 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
             run.scaler.scale(loss).backward()
         with torch.no_grad():
             w = b["masked_weights"]
-            sums += torch.tensor([mlm.item(), ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().item(),
-                                  sop.item(), (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().item(),
-                                  b["attention_mask"].numel()], dtype=torch.float64)
-    d.all_reduce(sums)
+            figures.append(torch.stack([mlm.detach().float(),
+                                        ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().float(),
+                                        sop.detach().float(),
+                                        (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().float()]))
     run.scaler.unscale_(run.optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.raw_model.parameters(), run.cfg.max_grad_norm)
+    # The step's one device -> host copy: [accum * 4 figures, grad norm].
+    host = torch.cat([torch.stack(figures).flatten(), grad_norm.detach().float().view(1)]).cpu().double()
+    grad_norm_value = host[-1].item()
+    sums = torch.zeros(5, dtype=torch.float64)  # mlm loss, mlm correct, sop loss, sop correct, tokens
+    for row in host[:-1].view(-1, 4):  # added micro-batch by micro-batch, in float64
+        sums[:4] += row
+    sums[4] = tokens
+    d.all_reduce(sums)
     # Decide on every rank from the same all-reduced numbers, so all ranks skip or stop together.
-    finite = torch.tensor([float(math.isfinite(sums[0].item() + sums[2].item()) and
-                                 math.isfinite(grad_norm.item()))])
+    loss_finite = math.isfinite(sums[0].item() + sums[2].item())
+    finite = torch.tensor([float(loss_finite and math.isfinite(grad_norm_value))])
     d.all_reduce(finite, op=dist.ReduceOp.MIN if d.world > 1 else None)
     skipped = False
-    if finite.item() < 1.0:
+    # fp16: a finite loss whose scaled gradients overflowed is the loss scale's doing, not the model's. The scaler
+    # skips that update and halves its scale (GradScaler's own rule); it is not a non-finite step for --nan-policy.
+    # Below a scale of 1 an overflow is no longer the scale's doing.
+    scale_overflow = (finite.item() < 1.0 and loss_finite and run.scaler.is_enabled()
+                      and run.scaler.get_scale() >= 1.0)
+    if finite.item() < 1.0 and not scale_overflow:
         run.nan_skipped += 1
         if run.cfg.nan_policy == "error":
             raise TrainingError(f"step {run.step + 1}: non-finite loss or gradient (loss {sums[0] + sums[2]:.4g}, "
-                                f"grad norm {grad_norm.item():.4g}); {last_checkpoint(run.cfg.out)}. Use "
+                                f"grad norm {grad_norm_value:.4g}); {last_checkpoint(run.cfg.out)}. Use "
                                 "--nan-policy skip to skip such steps")
         if run.nan_skipped > run.cfg.nan_budget:
             raise TrainingError(f"step {run.step + 1}: {run.nan_skipped} non-finite steps skipped, over the budget "
                                 f"--nan-budget {run.cfg.nan_budget}")
         skipped = True  # the update is not applied; the schedule and the data move on
     else:
-        run.scaler.step(run.optimizer)
+        run.scaler.step(run.optimizer)  # skips the update itself on a scale overflow
+        skipped = scale_overflow
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     lr = run.scheduler.get_last_lr()[0]
@@ -561,7 +581,7 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
         "loss": (sums[0] + sums[2]).item(), "mlm_loss": sums[0].item(),
         "mlm_acc": sums[1].item() / n_masked, "sop_loss": sums[2].item(),
         "sop_acc": sums[3].item() / n_ranks_pairs if n_ranks_pairs else float("nan"),
-        "lr": lr, "grad_norm": grad_norm.item(), "tokens": sums[4].item(), "skipped": skipped,
+        "lr": lr, "grad_norm": grad_norm_value, "tokens": sums[4].item(), "skipped": skipped,
     }
 
 

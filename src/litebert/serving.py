@@ -71,6 +71,7 @@ class ServeConfig:
                                       "(default: 30)", check=ABOVE_ZERO)
     threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)",
                                  check=POSITIVE)
+    device: str | None = option(None, "where the PyTorch backends run: cpu, cuda or cuda:N (default: cpu)")
     graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)",
                                check=NON_NEGATIVE)
     max_connections: int = option(256, "open connections at once, per worker; past it a new one gets a 503 (slow "
@@ -153,7 +154,7 @@ def build_pipeline(cfg: ServeConfig):
     from litebert.pipelines import pipeline
 
     return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
-                    threads=cfg.threads, truncation=cfg.truncation)
+                    threads=cfg.threads, truncation=cfg.truncation, device=cfg.device)
 
 
 def create_app(cfg: ServeConfig, pipe=None):

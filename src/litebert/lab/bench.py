@@ -317,28 +317,39 @@ def maybe_compile(model: torch.nn.Module, enabled: bool, **kwargs: Any) -> torch
     return torch.compile(model, **kwargs) if enabled else model
 
 
-def ours_train_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device: torch.device, precision: str,
-                    compile: bool = False, lr: float = 1e-4, gradient_checkpointing: bool = False
-                    ) -> Callable[[], Any]:
-    """One step of `litebert pretrain` exactly: `litebert.pretrain.train_step` (sparse MLM head over the fixed P
-    masked positions, MLM sum / global masked count + SOP mean, LAMB, global grad clip 1.0), one micro-batch."""
+def bench_run(config: AlbertConfig, batch_size: int, seq_len: int, predictions: int, device: torch.device,
+              precision: str, compile: bool = False, lr: float = 1e-4, gradient_checkpointing: bool = False,
+              accum: int = 1, init_scale: float = 2.0**16):
+    """A `litebert.pretrain.Run` for calling `train_step` directly (no store, no run directory): seeded weights on
+    `device`, LAMB, the step schedule, and a GradScaler (starting at `init_scale`) when precision is fp16."""
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer, make_scheduler
     from litebert.distributed import Dist
-    from litebert.pretrain import PretrainConfig, Run, train_step
+    from litebert.pretrain import PretrainConfig, Run
 
-    B = batch["input_ids"].shape[0]
-    cfg = PretrainConfig(batch_size=B, micro_batch_size=B, steps=10**6, precision=precision, compile=compile,
-                         lr=lr, max_seq_length=max(8, batch["input_ids"].shape[1]),
-                         max_predictions_per_seq=batch["masked_positions"].shape[1])
+    cfg = PretrainConfig(batch_size=batch_size * accum, micro_batch_size=batch_size, steps=10**6,
+                         precision=precision, compile=compile, lr=lr, max_seq_length=max(8, seq_len),
+                         max_predictions_per_seq=predictions)
     torch.manual_seed(0)
     raw = AlbertForPreTraining(config).to(device)
     raw.set_gradient_checkpointing(gradient_checkpointing)
     optimizer = build_optimizer(raw, "lamb", lr=lr)
     scheduler = make_scheduler(optimizer, 0, cfg.steps)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    run = Run(cfg, Dist(), device, precision, config, maybe_compile(raw, compile), raw, optimizer, scheduler,
-              scaler, stream=None, store=None, tokenizer_dir=None, accum=1)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16", init_scale=init_scale)
+    return Run(cfg, Dist(), device, precision, config, maybe_compile(raw, compile), raw, optimizer, scheduler,
+               scaler, stream=None, store=None, tokenizer_dir=None, accum=accum)
+
+
+def ours_train_step(config: AlbertConfig, batch: dict[str, torch.Tensor], device: torch.device, precision: str,
+                    compile: bool = False, lr: float = 1e-4, gradient_checkpointing: bool = False
+                    ) -> Callable[[], Any]:
+    """One step of `litebert pretrain` exactly: `litebert.pretrain.train_step` (sparse MLM head over the fixed P
+    masked positions, MLM sum / global masked count + SOP mean, LAMB, global grad clip 1.0), one micro-batch."""
+    from litebert.pretrain import train_step
+
+    B, L = batch["input_ids"].shape
+    run = bench_run(config, B, L, batch["masked_positions"].shape[1], device, precision, compile, lr,
+                    gradient_checkpointing)
     micro = [{k: v for k, v in batch.items() if k != "labels"}]
 
     def step():
