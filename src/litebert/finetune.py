@@ -2,7 +2,8 @@
 
 A task is data (`litebert.data.tasks.TaskSpec`); what differs between head families (sentence classification
 or regression, token tagging, span QA, multiple choice) is only how features are made and how outputs become
-metrics and predictions. That lives in the four small `Kind` classes below; the loop itself is shared.
+metrics and predictions. That lives in the family's class (litebert.families, named by litebert.heads), the
+same prediction path the pipeline and `serve` run; the loop itself is shared.
 
 Run dir layout: `RUN_DIR/best/` (the checkpoint with the best dev score on the task's main metric, as the
 official scripts keep `model.ckpt-best`), `RUN_DIR/metrics.jsonl`, `RUN_DIR/finetune.json` (the settings).
@@ -31,24 +32,21 @@ from litebert import model as models
 from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, at_least, check_options,
                              closed, option)
 from litebert.data.examples import Example, Examples
-from litebert.data.ner import align_predictions, encode_token_examples
-from litebert.data.squad import convert_examples_to_features, postprocess_predictions, squad_references
-from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, encode_examples, feature_length, get_task,
-                                 label_list_for, label_names_for, pad_features, read_examples, split_path)
+from litebert.data.tasks import (OUR_DEFAULTS, TaskSpec, custom_task, feature_length, get_task, label_list_for,
+                                 label_names_for, pad_features, read_examples, split_path)
 from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, autocast, for_inference, pick_device, resolve_precision
 from litebert.checkpoint import checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint
 from litebert.errors import CheckpointError, ConfigError, DataFormatError, LitebertError
 from litebert.faults import inject_fault
 from litebert.files import atomic_write, fsync_dir, move_into_place, read_json
 from litebert.health import HEALTH_BATCH, is_collapsed, representation_health, warn_collapsed
-from litebert.kinds import Kind
-from litebert.metrics import cmrc2018, compute_metrics, conlleval, squad_v1, squad_v2
 from litebert.model_card import Result, Training, write_model_card
 from litebert.optim import build_optimizer, make_scheduler
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.pretrained import model_files
 from litebert.records import ModelRecord, identity_dict, read_record
 from litebert.rundir import resolve_model_dir
+from litebert.runners import TorchRunner
 from litebert.runlife import (TermSignal, budget_reached, changed_fields, check_state_keys, holding_run_dir,
                               newest_verified, parse_duration, restore_rng, restore_training, rng_state,
                               save_run_checkpoint, sigterm_error, stopping_line, truncate_metrics)
@@ -142,131 +140,6 @@ class FinetuneConfig:
         return None if self.max_time is None else parse_duration(self.max_time, "--max-time")
 
 
-# --------------------------------------------------------------------------------------------- task kinds
-
-
-class SentenceKind(Kind):
-    def num_labels(self, label_list) -> int:
-        return 1 if label_list is None else len(label_list)
-
-    def encode(self, examples, tokenizer, spec, cfg, label_list):
-        return encode_examples(examples, tokenizer, cfg.max_seq_length, label_list)
-
-    def targets(self, batch):
-        return {"labels": batch["label"]} if "label" in batch else {}
-
-    def _decide(self, outputs, spec):
-        logits = np.stack(outputs)
-        if spec.head == "regression":
-            return logits[:, 0]
-        if spec.head == "multilabel":
-            return (logits > 0).astype(int)
-        return logits.argmax(-1)
-
-    def score(self, examples, features, outputs, spec, label_list):
-        gold = [f["label"] for f in features]
-        return compute_metrics(spec.metrics, self._decide(outputs, spec), np.asarray(gold))
-
-    def collapse(self, examples, features, outputs, spec, label_list):
-        if len(outputs) < 2:
-            return {}
-        decided = self._decide(outputs, spec)
-        if spec.head == "regression":  # a constant output: Pearson/Spearman divide by its zero spread (NaN)
-            if float(np.ptp(decided)) <= 1e-6 * max(1.0, float(np.abs(decided).max())):
-                return {"collapse": "constant", "constant_prediction": float(decided[0])}
-            return {}
-        if not label_list or len(label_list) < 2 or not (decided == decided[0]).all():
-            return {}
-        if spec.head == "multilabel":
-            return {"collapse": "one label set",
-                    "single_label_set": [label_list[i] for i in np.flatnonzero(decided[0])]}
-        return {"collapse": "one class", "single_class_prediction": label_list[int(decided[0])]}
-
-    def predictions(self, examples, features, outputs, spec, label_list):
-        from litebert.pipelines import decode_sentence
-
-        names = self.label_names or label_names_for(spec, label_list)
-        return [{"guid": ex.guid, "text": ex.text_a, **({"text_b": ex.text_b} if ex.text_b is not None else {}),
-                 **decode_sentence(spec.head, logits, names), "truncated_tokens": f.get("truncated_tokens", 0)}
-                for ex, f, logits in zip(examples, features, outputs)]
-
-
-class TokenKind(Kind):
-    def encode(self, examples, tokenizer, spec, cfg, label_list):
-        return encode_token_examples(examples, tokenizer, cfg.max_seq_length, label_list)
-
-    def targets(self, batch):
-        return {"labels": batch["labels"]} if "labels" in batch else {}
-
-    def collect(self, out, batch):
-        return list(out.logits.float().argmax(-1).cpu().numpy())
-
-    def _tags(self, examples, features, outputs, label_list):
-        return align_predictions(examples, features, outputs, label_list)
-
-    def score(self, examples, features, outputs, spec, label_list):
-        tags, truncated = self._tags(examples, features, outputs, label_list)
-        result = conlleval([ex.labels for ex in examples], tags)
-        return {k: v for k, v in result.items() if isinstance(v, (int, float))} | {"truncated_words": truncated}
-
-    def collapse(self, examples, features, outputs, spec, label_list):
-        tags, _ = self._tags(examples, features, outputs, label_list)
-        seen = {t for row in tags for t in row}
-        if len(seen) == 1 and sum(map(len, tags)) > 1 and label_list and len(label_list) > 1:
-            return {"collapse": "one tag", "single_class_prediction": seen.pop()}
-        return {}
-
-    def predictions(self, examples, features, outputs, spec, label_list):
-        tags, _ = self._tags(examples, features, outputs, label_list)
-        return [{"guid": ex.guid, "words": ex.words, "tags": t} for ex, t in zip(examples, tags)]
-
-
-class SpanKind(Kind):
-    def num_labels(self, label_list) -> int:
-        return 2
-
-    def encode(self, examples, tokenizer, spec, cfg, label_list):
-        return convert_examples_to_features(examples, tokenizer, cfg.max_seq_length, cfg.doc_stride,
-                                            cfg.max_query_length)
-
-    def targets(self, batch):
-        keys = ("start_positions", "end_positions", "is_impossible")
-        return {k: batch[k] for k in keys if k in batch}
-
-    def collect(self, out, batch):
-        start, end = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
-        return list(zip(start, end))
-
-    def _decode(self, examples, features, outputs, spec):
-        return postprocess_predictions(examples, features, [o[0] for o in outputs], [o[1] for o in outputs],
-                                       n_best=self.cfg.n_best, max_answer_length=self.cfg.max_answer_length,
-                                       version_2=spec.version_2)
-
-    def collapse(self, examples, features, outputs, spec, label_list):
-        preds, _ = self._decode(examples, features, outputs, spec)
-        if len(preds) > 1 and not any(preds.values()):
-            return {"collapse": "no answer", "empty_answers": len(preds)}
-        return {}
-
-    def score(self, examples, features, outputs, spec, label_list):
-        preds, null_odds = self._decode(examples, features, outputs, spec)
-        refs = squad_references(examples)
-        if spec.format == "cmrc2018":
-            return cmrc2018(refs, preds)
-        if spec.version_2:
-            return squad_v2(refs, preds, na_probs=null_odds)
-        return squad_v1(refs, preds)
-
-    def predictions(self, examples, features, outputs, spec, label_list):
-        preds, null_odds = self._decode(examples, features, outputs, spec)
-        return [{"id": ex.qid, "question": ex.question, "answer": preds[ex.qid], "null_odds": null_odds[ex.qid]}
-                for ex in examples]
-
-
-def kind_for(spec: TaskSpec, cfg: FinetuneConfig) -> Kind:
-    return heads.family(spec.head).kind_class()(cfg)
-
-
 # --------------------------------------------------------------------------------------------- set-up
 
 
@@ -357,11 +230,11 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, e
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def load_task_model(model_dir: str | Path, kind: Kind, label_list, spec: TaskSpec, cfg: FinetuneConfig | None):
+def load_task_model(model_dir: str | Path, label_list, spec: TaskSpec, cfg: FinetuneConfig | None):
     tokenizer = load_tokenizer(model_dir)
     overrides: dict[str, Any] = {}
     if cfg is not None:  # training: the head follows the task; eval/predict: the saved head as it is
-        overrides = dict(num_labels=kind.num_labels(label_list), hidden_dropout_prob=cfg.albert_dropout,
+        overrides = dict(num_labels=heads.family(spec.head).family_class().num_labels(label_list), hidden_dropout_prob=cfg.albert_dropout,
                          attention_probs_dropout_prob=cfg.albert_dropout,
                          classifier_dropout_prob=cfg.classifier_dropout)
         family = heads.family(spec.head)
@@ -396,24 +269,6 @@ def check_positions(model, max_seq_length: int, model_dir) -> None:
 
 
 # --------------------------------------------------------------------------------------------- the loop
-
-
-@torch.no_grad()
-def run_model(model, kind: Kind, features: list[dict], pad_id: int, batch_size: int, precision: str,
-              device: torch.device) -> list:
-    """Outputs per feature, batched by length so padding stays small; returned in the original order."""
-    model.eval()
-    order = sorted(range(len(features)), key=lambda i: feature_length(features[i]))
-    outputs: list = [None] * len(features)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        batch = pad_features([features[i] for i in idx], pad_id)
-        inputs = {k: batch[k].to(device) for k in kind.input_keys}
-        with autocast(precision, device):
-            out = model(**inputs)
-        for i, o in zip(idx, kind.collect(out, batch)):
-            outputs[i] = o
-    return outputs
 
 
 def start_health(model, train_feats: list[dict], pad_id: int) -> dict[str, float]:
@@ -505,7 +360,7 @@ def save_best(model, tokenizer, out_dir: Path, eval_metrics: dict, training: Tra
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         model.save_pretrained(tmp, tokenizer=tokenizer)
-        write_model_card(tmp, training, location=out_dir / "best")  # the run's card, named for where it lands
+        write_model_card(tmp, training, location=out_dir / "best", parameters=model.encoder_parameters())  # the run's card, named for where it lands
         _write_json(tmp / "eval_metrics.json", eval_metrics)
         fsync_dir(tmp)
         aside = move_into_place(tmp, out_dir / "best")
@@ -530,7 +385,6 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     # for the full set, would mean hundreds of epochs, so the schedule is in epochs.
     subset = len(train) < train.available or not spec.hparams.sized_for(train.available)
     cfg = resolve_hparams(cfg, spec, subset=subset)
-    kind = kind_for(spec, cfg)
     torch.manual_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -545,18 +399,24 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     label_list = label_list_for(spec, train) if heads.family(spec.head).has_labels else None
     dev_split = spec.eval_splits[0]
     dev = read_split(spec, cfg, dev_split, label_list=label_list, limit=cfg.max_eval_examples)
-    model, tokenizer = load_task_model(cfg.model, kind, label_list, spec, cfg)
-    model.identity = identity_for(spec, cfg, label_list, precision)  # saved beside the weights of best/
+    model, tokenizer = load_task_model(cfg.model, label_list, spec, cfg)
+    record = record_for(spec, cfg, label_list, precision)
+    model.identity = identity_dict(record)  # saved beside the weights of best/
     if cfg.reinit_pooler:
         if model.albert.pooler is None:
             raise ConfigError(f"--reinit-pooler: {cfg.model} has no pooler")
         model.albert.pooler.apply(model._init_module)  # drawn from the seeded RNG: reproducible per --seed
     model.to(device)
-    train_feats = kind.encode(train, tokenizer, spec, cfg, label_list)
+    # The prediction path of the family (litebert.families), over the live model: training's dev scores are
+    # computed exactly as `evaluate` computes them on the saved model.
+    family = heads.family(spec.head)
+    fam = family.family_class()(record, tokenizer, TorchRunner(model, family.fields, device, precision),
+                                cfg.eval_batch_size, label_list)
+    train_feats = fam.encode(train)
     health = start_health(model, train_feats, tokenizer.pad_id)
     if is_collapsed(health):
         warn_collapsed(health, f"--model {cfg.model}")
-    dev_feats = kind.encode(dev, tokenizer, spec, cfg, label_list)
+    dev_feats = fam.encode(dev)
 
     per_step, accum = cfg.batch_size, cfg.batch_size // cfg.micro_batch_size
     steps = cfg.steps or max(1, math.ceil(cfg.epochs * len(train_feats) / per_step))
@@ -586,8 +446,8 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                 if not queue:
                     queue, epoch = length_grouped_batches(lengths, cfg.micro_batch_size, cfg.seed, epoch), epoch + 1
                 batch = pad_features([train_feats[i] for i in queue.pop()], tokenizer.pad_id)
-                inputs = {k: batch[k].to(device) for k in kind.input_keys}
-                targets = {k: v.to(device) for k, v in kind.targets(batch).items()}
+                inputs = {k: batch[k].to(device) for k in fam.model_keys}
+                targets = {k: v.to(device) for k, v in fam.targets(batch).items()}
                 with autocast(precision, device):
                     loss = model(**inputs, **targets).loss / accum
                 loss.backward()
@@ -604,10 +464,10 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
                                        "elapsed": time.perf_counter() - t0})
             bar(step, loss.item() * accum, scheduler.get_last_lr()[0], time.perf_counter() - t0)
             if step % eval_every == 0 or step == steps:
-                outputs = run_model(model, kind, dev_feats, tokenizer.pad_id, cfg.eval_batch_size, precision, device)
-                metrics = kind.score(dev, dev_feats, outputs, spec, label_list)
+                outputs = fam.run(dev_feats)
+                metrics = fam.score(dev, dev_feats, outputs, spec)
                 score = metrics[spec.main_metric]
-                collapsed = kind.collapse(dev, dev_feats, outputs, spec, label_list)
+                collapsed = fam.collapse(dev, dev_feats, outputs, spec)
                 _write(log, trackers, {"step": step, "split": dev_split, **metrics, **collapsed})
                 say(f"step {step}: {dev_split} " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()
                                                            if isinstance(v, float))
@@ -670,8 +530,9 @@ def run_record(model_dir: str | Path) -> dict:
     return {}
 
 
-def identity_for(spec: TaskSpec, cfg: FinetuneConfig, label_list, precision: str) -> dict:
-    """What a directory this run saves is (litebert.records.IDENTITY_RECORD): a copied best/ answers as the run."""
+def record_for(spec: TaskSpec, cfg: FinetuneConfig, label_list, precision: str) -> ModelRecord:
+    """What a directory this run saves is (litebert.records.IDENTITY_RECORD, via identity_dict): a copied best/
+    answers as the run."""
     custom = ({"format": cfg.format, "text_columns": cfg.text_columns, "label_column": cfg.label_column}
               if spec.name == "custom" else None)
     sentence = heads.family(spec.head).pipeline_task == "text-classification"
@@ -681,9 +542,11 @@ def identity_for(spec: TaskSpec, cfg: FinetuneConfig, label_list, precision: str
         input=("pair" if spec.text_b else "single") if sentence else None,
         label_values=list(label_list) if label_list is not None else None, precision=precision,
         custom=custom, version_2=spec.version_2,
-        **({k: getattr(cfg, k) for k in ("doc_stride", "max_query_length", "n_best", "max_answer_length")}
-           if spec.head == "span" else {}))
-    return identity_dict(record)
+        **({k: getattr(cfg, k) for k in SPAN_SETTINGS} if spec.head == "span" else {}))
+    return record
+
+
+SPAN_SETTINGS = ("doc_stride", "max_query_length", "n_best", "max_answer_length")  # FinetuneConfig = ModelRecord fields
 
 
 def check_task(spec: TaskSpec, record: ModelRecord, model_dir, allow_mismatch: bool) -> str | None:
@@ -705,12 +568,14 @@ def check_task(spec: TaskSpec, record: ModelRecord, model_dir, allow_mismatch: b
     return f"task mismatch: {note}; its answers use its own labels"
 
 
-def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict, allow_task_mismatch: bool = False):
-    """(cfg, spec, kind, device, model, tokenizer, label list, record, note) for evaluate/predict.
+def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict, allow_task_mismatch: bool,
+                   precision: str, batch_size: int):
+    """(cfg, spec, the family's prediction path over the model, note) for evaluate/predict.
 
     The model's record (litebert.records: its identity record, or an old run's finetune.json) supplies what was
-    not given: a custom task's format and columns, and the max_seq_length it was trained with (not the task's
-    default, which the model may not even hold). The task asked for is checked against the model's."""
+    not given: a custom task's format and columns, and the lengths it was trained with (max_seq_length, a span
+    model's doc stride and answer settings; not the task's defaults, which the model may not even hold), as the
+    pipeline reads them. The task asked for is checked against the model's."""
     weights_dir, record = read_record(model_dir)
     saved = record.custom or {}
     if record.identity != "identity record" and record.finetune_task == "custom":  # an old run: its finetune.json
@@ -719,44 +584,47 @@ def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict, allow_t
     if task == "custom" and custom.get("head") is None and record.head in ("classification", "regression",
                                                                            "multilabel"):
         inherited["head"] = record.head
-    if custom.get("max_seq_length") is None and record.identity != "config":
-        inherited["max_seq_length"] = record.max_seq_length
+    if record.identity != "config":
+        inherited |= {k: getattr(record, k) for k in ("max_seq_length", *SPAN_SETTINGS) if custom.get(k) is None}
     custom = {**{k: v for k, v in custom.items() if v is not None}, **inherited}
     cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(data), **custom)
     spec = resolve_task(cfg)
     note = check_task(spec, record, model_dir, allow_task_mismatch)
-    kind, device = kind_for(spec, cfg), pick_device(cfg.device)
-    model, tokenizer = load_task_model(weights_dir, kind, None, spec, None)
-    label_list = None
-    if heads.family(spec.head).has_labels:
+    device = pick_device(cfg.device)
+    model, tokenizer = load_task_model(weights_dir, None, spec, None)
+    family = heads.family(spec.head)
+    label_list, labels = None, record.labels
+    if family.has_labels:
         label_list = record.label_values or model.config.label_names  # old directories: the data's spellings
-        kind.label_names = model.config.label_names or label_list
+        labels = model.config.label_names or label_list
     cfg = dataclasses.replace(cfg, max_seq_length=cfg.max_seq_length or spec.hparams.max_seq_length)
     check_positions(model, cfg.max_seq_length, weights_dir)
-    return cfg, spec, kind, device, model, tokenizer, label_list, record, note
+    precision = resolve_precision(precision, device)
+    runner = TorchRunner(for_inference(model, precision, device), family.fields, device)  # no autocast on top
+    lengths = {k: getattr(cfg, k) for k in ("max_seq_length", *SPAN_SETTINGS)}
+    fam = family.family_class()(dataclasses.replace(record, version_2=spec.version_2, **lengths), tokenizer, runner,
+                                batch_size, label_list)
+    fam.labels, fam.precision, fam.source = labels, precision, str(model_dir)
+    return cfg, spec, fam, note
 
 
 def evaluate(task: str, model_dir: str | Path, data: str | Path, split: str | None = None,
              precision: str = "auto", batch_size: int = 64, limit: int | None = None,
              allow_task_mismatch: bool = False, **custom) -> dict:
     """Score a fine-tuned model directory on a split (default: the task's dev split)."""
-    cfg, spec, kind, device, model, tokenizer, label_list, record, note = _scoring_setup(
-        task, model_dir, data, custom, allow_task_mismatch)
+    cfg, spec, fam, note = _scoring_setup(task, model_dir, data, custom, allow_task_mismatch, precision, batch_size)
     split = split or spec.eval_splits[0]
-    examples = read_split(spec, cfg, split, label_list=label_list, limit=limit)
+    examples = read_split(spec, cfg, split, label_list=fam.label_list, limit=limit)
     check_labelled(examples, spec, split)
-    feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
-    precision = resolve_precision(precision, device)
-    outputs = run_model(for_inference(model, precision, device), kind, feats, tokenizer.pad_id, batch_size, "fp32",
-                        device)  # weights already in `precision`: no autocast on top
-    collapsed = kind.collapse(examples, feats, outputs, spec, label_list)
+    feats = fam.encode(examples)
+    outputs = fam.run(feats)
+    collapsed = fam.collapse(examples, feats, outputs, spec)
     if collapsed:
         print(collapse_warning(collapsed, split), file=sys.stderr)
     if note:
         print(f"WARNING: {note}", file=sys.stderr)
-    return {"task": spec.name, "split": split, "examples": len(examples), "precision": precision,
-            **({"task_mismatch": note} if note else {}),
-            **kind.score(examples, feats, outputs, spec, label_list), **collapsed}
+    return {"task": spec.name, "split": split, "examples": len(examples), "precision": fam.precision,
+            **({"task_mismatch": note} if note else {}), **fam.score(examples, feats, outputs, spec), **collapsed}
 
 
 def check_labelled(examples, spec: TaskSpec, split: str) -> None:
@@ -784,10 +652,10 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
     as "first\tsecond"), one dict per example, carrying its input text."""
     if (input_path is None) == (texts is None):
         raise ConfigError("predict: give an input file (--input) or texts (--text), one of the two")
-    cfg, spec, kind, device, model, tokenizer, label_list, record, note = _scoring_setup(
-        task, model_dir, input_path or "", custom, allow_task_mismatch)
+    cfg, spec, fam, note = _scoring_setup(task, model_dir, input_path or "", custom, allow_task_mismatch,
+                                          precision, batch_size)
     if texts is not None:
-        if not isinstance(kind, SentenceKind):
+        if heads.family(spec.head).pipeline_task != "text-classification":
             raise ConfigError(f"--text works for sentence tasks; {spec.name} ({spec.head}) needs an --input file")
         pair = spec.text_b is not None
         examples = []
@@ -798,23 +666,17 @@ def predict(task: str, model_dir: str | Path, input_path: str | Path | None = No
                                   + ("a pair: the two texts joined by a tab" if pair else "one text (no tab)"))
             examples.append(Example(f"text-{i}", parts[0], parts[1] if pair else None, source=f"--text #{i + 1}"))
     else:
-        examples = read_examples(spec, input_path, "test", label_list=label_list)
-    feats = kind.encode(examples, tokenizer, spec, cfg, label_list)
-    precision = resolve_precision(precision, device)
-    outputs = run_model(for_inference(model, precision, device), kind, feats, tokenizer.pad_id, batch_size, "fp32",
-                        device)  # weights already in `precision`: no autocast on top
-    rows = kind.predictions(examples, feats, outputs, spec, label_list)
-    for row in rows:  # every answer says which precision gave it, and whether the model was run off its task
-        row["precision"] = precision
-        if note:
-            row["task_mismatch"] = note
-    return rows
+        examples = read_examples(spec, input_path, "test", label_list=fam.label_list)
+    # Each row: the example's id and text, then its result in the family's schema (the pipeline's), then which
+    # precision gave it and whether the model was run off its task.
+    return [{**fam.echo(ex), **result, "precision": fam.precision, **({"task_mismatch": note} if note else {})}
+            for ex, result in zip(examples, fam.predict(examples))]
 
 
 COLLAPSE_ADVICE = "Try another --lr (often lower), more steps, or check the labels"
 
 
-# Per kind of `Kind.collapse` finding: what every prediction is, and what that does to the score.
+# Per kind of `Family.collapse` finding: what every prediction is, and what that does to the score.
 COLLAPSE_WORDS = {
     "constant": "every {split} prediction{at} is the same number {constant_prediction:.4g}: the regression head has "
                 "collapsed to a constant, so the correlations (pearson, spearman) are undefined (NaN: a constant "
@@ -842,10 +704,10 @@ def prediction_collapse(rows: list[dict]) -> str | None:
     """The same finding on predictions (`predict`'s rows, any head): what every row answers, or None."""
     if len(rows) < 2:
         return None
-    for key, what in (("label", "the class"), ("labels", "the label set"), ("tags", "tagged"),
+    for key, what in (("label", "the class"), ("labels", "the label set"), ("words", "tagged"),
                       ("answer", "the answer")):
         if key in rows[0]:
-            values = ({json.dumps(t) for r in rows for t in r[key]} if key == "tags"
+            values = ({json.dumps(w["tag"]) for r in rows for w in r[key]} if key == "words"
                       else {json.dumps(r[key]) for r in rows})
             if len(values) == 1:
                 return f"every one of the {len(rows)} predictions is {what} {values.pop()}: a collapsed model"

@@ -186,7 +186,7 @@ def predict_summary(rows: list[dict], output: str) -> str:
 
 
 def run_fill_mask(args) -> int:
-    from litebert.inference import fill_mask, filled_text, format_predictions
+    from litebert.families.mlm import fill_mask, filled_text, format_predictions
     from litebert.pipelines import inference_precision
 
     precision = inference_precision(args.precision)
