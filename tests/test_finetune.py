@@ -7,7 +7,9 @@ import torch
 
 from litebert import AlbertConfig, AlbertForPreTraining
 from litebert.errors import LitebertError
-from litebert.finetune import FinetuneConfig, evaluate, finetune, length_grouped_batches, predict
+from litebert.finetune import FinetuneConfig, finetune
+from litebert.finetune_setup import length_grouped_batches
+from litebert.scoring import evaluate, predict
 
 TINY = dict(embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
             max_position_embeddings=128)

@@ -14,7 +14,8 @@ import torch
 
 import litebert
 from litebert.errors import LitebertError
-from litebert.finetune import FinetuneConfig, predict
+from litebert.finetune import FinetuneConfig
+from litebert.scoring import predict
 from litebert.families.token import WORD_RE, entities
 from tiny_models import TEXTS, _numbers, same, save_model, tokenizer
 

@@ -180,7 +180,7 @@ class Family:
 
     def collapse(self, examples, feats, outputs, spec, label_list) -> dict:
         """{"collapse": what, ...its detail} when every prediction is the same degenerate answer (one class, a
-        constant, one tag, no answer, one option); {} otherwise. finetune.collapse_warning words it."""
+        constant, one tag, no answer, one option); {} otherwise. litebert.collapse.collapse_warning words it."""
         return {}
 
 
