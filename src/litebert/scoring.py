@@ -48,7 +48,7 @@ def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict, allow_t
     The model's record (litebert.records: its identity record, or an old run's finetune.json) supplies what was
     not given: a custom task's format and columns, and the lengths it was trained with (max_seq_length, a span
     model's doc stride and answer settings; not the task's defaults, which the model may not even hold), as the
-    pipeline reads them. The task asked for is checked against the model's."""
+    pipeline reads them: a saved model's lengths have one home, its record. The task asked for is checked against the model's."""
     weights_dir, record = read_record(model_dir)
     saved = record.custom or {}
     if record.identity != "identity record" and record.finetune_task == "custom":  # an old run: its finetune.json
@@ -57,8 +57,9 @@ def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict, allow_t
     if task == "custom" and custom.get("head") is None and record.head in ("classification", "regression",
                                                                            "multilabel"):
         inherited["head"] = record.head
-    if record.identity != "config":
-        inherited |= {k: getattr(record, k) for k in ("max_seq_length", *SPAN_SETTINGS) if custom.get(k) is None}
+    # The lengths' one home for a saved model is its record (what the pipeline and serve read too): the run's,
+    # or for a bare directory its family's default within the position table (records.read_record).
+    inherited |= {k: getattr(record, k) for k in ("max_seq_length", *SPAN_SETTINGS) if custom.get(k) is None}
     custom = {**{k: v for k, v in custom.items() if v is not None}, **inherited}
     cfg = FinetuneConfig(task=task, model=str(model_dir), data=str(data), **custom)
     spec = resolve_task(cfg)
@@ -70,7 +71,6 @@ def _scoring_setup(task: str, model_dir: str | Path, data, custom: dict, allow_t
     if family.has_labels:
         label_list = record.label_values or model.config.label_names  # old directories: the data's spellings
         labels = model.config.label_names or label_list
-    cfg = dataclasses.replace(cfg, max_seq_length=cfg.max_seq_length or spec.hparams.max_seq_length)
     check_positions(model, cfg.max_seq_length, weights_dir)
     precision = resolve_precision(precision, device)
     runner = TorchRunner(for_inference(model, precision, device), family.fields, device)  # no autocast on top
