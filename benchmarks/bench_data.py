@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litebert.data.store import build_store
+from litebert.data.store_build import build_store
 from litebert.lab.bench import host_line
 from litebert.lab.shared_data import shared_data_dir
 from litebert.tokenizer import AlbertTokenizer

@@ -81,7 +81,7 @@ def rss_parts_mb() -> tuple[float, float]:
 
 
 def stage_build(text: Path, spm: Path, store: Path, workers: int) -> dict:
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.tokenizer import AlbertTokenizer
 
     tok_dir = store.parent / "tok"

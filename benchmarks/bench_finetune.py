@@ -1,7 +1,7 @@
 """Fine-tuning step on SST-2-like lengths: litebert (dynamic padding, length-grouped batches) vs transformers
 (every batch padded to 128), side by side, examples/s.
 
-ours       AlbertForSequenceClassification, batches from `litebert.finetune.length_grouped_batches` (sort by length
+ours       AlbertForSequenceClassification, batches from `litebert.finetune_setup.length_grouped_batches` (sort by length
            inside windows of 50 batches) padded to their longest example by `litebert.data.tasks.pad_features`,
            exactly what `litebert finetune` does; eager; precision "auto" (bf16 autocast on AMX/AVX512-BF16).
 reference  transformers.AlbertForSequenceClassification (sdpa), the same examples in random batches padded to 128
@@ -48,8 +48,8 @@ def sst2_features(n: int, max_len: int, seed: int) -> tuple[list[dict], str]:
 
 
 def batches_ours(features: list[dict], batch_size: int, seed: int) -> list[dict]:
-    from litebert.data.tasks import pad_features
-    from litebert.finetune import feature_length, length_grouped_batches
+    from litebert.data.tasks import feature_length, pad_features
+    from litebert.finetune_setup import length_grouped_batches
 
     lengths = [feature_length(f) for f in features]
     return [pad_features([features[i] for i in idx], pad_id=0)

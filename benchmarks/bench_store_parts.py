@@ -93,7 +93,7 @@ def child(kind: str, args: dict) -> dict:
 
         result["documents"] = count_documents(files, "error", 0)
     elif kind == "build":
-        from litebert.data.store import build_store
+        from litebert.data.store_build import build_store
 
         store = build_store(files, args["tokenizer"], args["out"], workers=1)
         result["tokens"] = sum(store.split(s).num_tokens for s in ("train", "validation"))

@@ -191,7 +191,7 @@ def main() -> None:
             window = []
     if args.fill_mask:
         from litebert.demo import FILL_MASK_EXAMPLES
-        from litebert.inference import fill_mask
+        from litebert.families.mlm import fill_mask
         from litebert.tokenizer import load_tokenizer
 
         run.raw_model.save_pretrained(work / "model", tokenizer=load_tokenizer(run.tokenizer_dir))

@@ -112,7 +112,7 @@ def main() -> None:
 def pretrain_here(args, data: Path, out: Path) -> tuple[Path, int, dict, float]:
     """Pretrain the MODEL config on the Gutenberg books in OUT (tokenizer and store built once); reuse a finished
     run of the same step count. Returns the final checkpoint, its steps, held-out scores and minutes."""
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.pretrain import PretrainConfig, measure_seconds_per_step, pretrain
     from litebert.tokenizer_train import train_sentencepiece
 

@@ -13,7 +13,7 @@ from litebert.cli import main
 from litebert.data.corpus import split_sentences
 from litebert.data.inspect import inspect_examples
 from litebert.data.pretraining import PretrainingDataset, choose_ngram_spans, make_rng, ngram_probabilities
-from litebert.data.store import build_store
+from litebert.data.store_build import build_store
 from litebert.tokenizer import WordPieceTokenizer
 
 jieba = pytest.importorskip("jieba", reason="Chinese whole-word masking needs jieba (pip install litebert[zh])")

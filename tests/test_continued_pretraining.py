@@ -24,7 +24,7 @@ from litebert.pretrained import read_model_state  # noqa: E402
 def books(tmp_path_factory):
     """A tokenizer and a store of the first 60 pydoc documents ("general" text), a store of the next 40 built with
     the same tokenizer ("new domain"), and one built with another tokenizer of the same vocabulary size."""
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.tokenizer_train import train_sentencepiece
 
     root = tmp_path_factory.mktemp("continued")

@@ -20,16 +20,18 @@ def test_one_family_answers_to_each_of_its_names():
 
 
 def test_every_table_is_derived_from_the_rows():
-    from litebert import export, kinds, model, pipelines
+    from litebert import export, model, pipelines
     from litebert.data.tasks import TASKS
+    from litebert.families.base import Family
 
     for f in heads.FAMILIES:
         assert f.model_class in model.MODEL_CLASSES
         assert export.TASKS[f.export_task].outputs == heads.for_export(f.export_task).outputs
-        if f.pipeline:
-            assert f.pipeline_class().task == f.pipeline_task and f.pipeline_task in pipelines.TASKS
-        if f.kind:
-            assert issubclass(f.kind_class(), kinds.Kind)
+        if f.code:  # one class per family, in litebert/families/: the pipeline and the fine-tuning code
+            cls = f.family_class()
+            assert issubclass(cls, Family) and cls.__module__.startswith("litebert.families.")
+            assert cls.task == f.pipeline_task and f.pipeline_task in pipelines.TASKS
+        assert not f.finetuned or f.code
     assert {t.head for t in TASKS.values()} <= set(heads.FINETUNE_HEADS)
 
 

@@ -71,7 +71,7 @@ def test_obs6_an_old_directory_without_the_record_still_loads(run, tmp_path):
 
 def test_obs8_real_label_names_and_one_output_schema(run, shared_data):
     """Obs. 8: config.json said {"0": "0", "1": "1"}; predict said "1"/"positive", the pipeline "1"."""
-    from litebert.finetune import predict
+    from litebert.scoring import predict
 
     config = json.loads((run / "best" / "config.json").read_text())
     assert config["id2label"] == {"0": "negative", "1": "positive"}
@@ -84,14 +84,14 @@ def test_obs8_real_label_names_and_one_output_schema(run, shared_data):
     assert set(piped["scores"]) == {"negative", "positive"} and row["label_id"] == piped["label_id"]
     assert row["scores"] == pytest.approx(piped["scores"], abs=1e-5)
     # The data's own spellings ("0", "1") still score: evaluate maps them through the record's label values.
-    result = litebert.finetune.evaluate("sst-2", run, shared_data / "glue" / "SST-2", limit=8, precision="fp32")
+    result = litebert.scoring.evaluate("sst-2", run, shared_data / "glue" / "SST-2", limit=8, precision="fp32")
     assert 0 <= result["accuracy"] <= 1
 
 
 def test_obs9_one_precision_gives_the_same_numbers_at_every_door(run, shared_data):
     """Obs. 9: at bf16, CLI predict/evaluate ran the model under autocast and the pipeline with bf16 weights, so
     the same model at the same precision answered with other numbers. Both now cast the weights (one rule)."""
-    from litebert.finetune import evaluate, predict
+    from litebert.scoring import evaluate, predict
 
     texts = ["a gripping , funny film", "dull and long", "the acting is fine but the plot is thin"]
     piped = litebert.pipeline(None, run, "bf16")(texts)
@@ -144,7 +144,7 @@ def test_obs4_a_pair_to_a_single_input_model_is_refused_by_the_pipeline(run):
 
 def test_obs5_truncation_is_counted_everywhere_or_refused(run, tok, capsys):
     """Obs. 5: a long review was cut to the trained length with no notice."""
-    from litebert.finetune import predict
+    from litebert.scoring import predict
 
     full = len(tok.encode(LONG_REVIEW).input_ids)
     assert full > 32
@@ -221,7 +221,7 @@ def test_obs9_precision_auto_is_the_probe_in_every_door(run, tmp_path, tok, shar
                                                          fast_bf16, want):
     """Obs. 9 / issue 37: CLI predict ran `auto` (bf16 here), the pipeline fp32, and nothing said which."""
     import litebert.device
-    from litebert.finetune import evaluate, predict
+    from litebert.scoring import evaluate, predict
 
     monkeypatch.setattr(litebert.device, "cpu_has_fast_bf16", lambda: fast_bf16)
     assert litebert.pipeline(None, run).precision == want
@@ -259,7 +259,7 @@ def _constant_head(path, **kw):
 
 def test_obs12_a_constant_regression_is_flagged_and_its_nan_explained(tmp_path, tok, shared_data, capsys):
     """Obs. 12: STS-B showed pearson=nan with no explanation."""
-    from litebert.finetune import evaluate, predict
+    from litebert.scoring import evaluate, predict
     from litebert.cli.finetune import predict_summary
 
     reg = _constant_head(save_model(tmp_path / "reg", "AlbertForSequenceClassification", tok, num_labels=1,
@@ -275,7 +275,7 @@ def test_obs12_a_constant_regression_is_flagged_and_its_nan_explained(tmp_path, 
 def test_obs12_a_tagger_predicting_only_O_is_flagged(tmp_path, tok, shared_data, capsys):
     """Obs. 12: NER showed f1 0.0 / accuracy 0.78 with no warning."""
     from litebert.data.tasks import get_task
-    from litebert.finetune import evaluate
+    from litebert.scoring import evaluate
 
     labels = list(get_task("conll2003").labels)
     tagger = _constant_head(save_model(tmp_path / "ner", "AlbertForTokenClassification", tok,

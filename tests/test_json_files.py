@@ -49,8 +49,8 @@ def test_parse_json_counts_lines_from_the_record_it_is_given():
 
 
 def test_a_damaged_fine_tuning_record_is_an_error_naming_it(tmp_path):
-    """finetune.run_record raised a bare JSONDecodeError (a traceback in the CLI) on a damaged finetune.json."""
-    from litebert.finetune import run_record
+    """finetune_run.run_record raised a bare JSONDecodeError (a traceback in the CLI) on a damaged finetune.json."""
+    from litebert.finetune_run import run_record
 
     (tmp_path / "best").mkdir()
     record = tmp_path / "finetune.json"

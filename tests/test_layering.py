@@ -1,8 +1,9 @@
 """The library never imports what sits on top of it: the command line (cli/) and the lab (lab/: bench, ablate,
-shared_data) use the library, never the other way round.
+shared_data) use the library, never the other way round; and no modules import each other in a cycle.
 
 Walks every module of src/litebert outside the upper layer and reads its imports from the syntax tree,
-function-local and lazy-table ones included.
+function-local and lazy-table ones included (the cycle walk: every import statement, function-local and
+TYPE_CHECKING ones included; a "module:Class" string in a table, imported on use, is a lookup, not an import).
 """
 
 import ast
@@ -90,3 +91,70 @@ def test_the_walk_finds_every_form_of_upward_import(tmp_path):
         "e.py:2 imports litebert.cli.data",
     ]
     assert upward_imports(root, LAB, above=("lab",)) == ["g.py:2 imports litebert.lab.bench"]
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the modules of the package it imports (anywhere in it: top level, functions, TYPE_CHECKING)."""
+    files = {_module_of(f, root): f for f in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, file in files.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), filename=str(file))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = _imported(node, module, file.name == "__init__.py", root.name)
+            if isinstance(node, ast.ImportFrom):  # `from pkg import mod`: the module; `from mod import f`: mod
+                names = [n for n in names[1:] if n in files] or names[:1]
+            for name in names:
+                while name and name not in files:  # `import a.b.c`: the deepest module of the name
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    found.add(name)
+        graph[module] = found
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle as [a, b, ..., a], or [] (depth-first: a module met again while still on the path)."""
+    state: dict[str, str] = {}  # "open": on the current path; "done": every path from it explored
+
+    def visit(module: str, path: list[str]) -> list[str]:
+        state[module] = "open"
+        for dep in sorted(graph.get(module, ())):
+            if state.get(dep) == "open":
+                return path[path.index(dep):] + [module, dep] if dep in path else [module, dep]
+            if dep not in state and (cycle := visit(dep, path + [module])):
+                return cycle
+        state[module] = "done"
+        return []
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module, [])):
+            return cycle
+    return []
+
+
+def test_no_import_cycle():
+    root = Path(litebert.__file__).parent
+    graph = import_graph(root)
+    assert len(graph) > 30 and "litebert.heads" in graph["litebert.pipelines"]  # walking the real package
+    cycle = find_cycle(graph)
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_walk_finds_lazy_and_type_checking_cycles(tmp_path):
+    """A cycle closed by a function-local or a TYPE_CHECKING import is found and named (so the test above can
+    fail); a "module:Class" string is not an import."""
+    root = tmp_path / "litebert"
+    (root / "fam").mkdir(parents=True)
+    (root / "fam" / "__init__.py").write_text("")
+    (root / "a.py").write_text("from litebert import b\n")
+    (root / "b.py").write_text("def f():\n    from litebert.fam.c import X\n")
+    (root / "fam" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import Y\n")
+    (root / "d.py").write_text("TABLE = {'x': 'litebert.e:E'}\n")
+    (root / "e.py").write_text("import litebert.d\n")
+    graph = import_graph(root)
+    assert graph["litebert.e"] == {"litebert.d"} and graph["litebert.d"] == set()
+    assert find_cycle(graph) == ["litebert.a", "litebert.b", "litebert.fam.c", "litebert.a"]
+    (root / "b.py").write_text("")
+    assert find_cycle(import_graph(root)) == []

@@ -78,7 +78,7 @@ def test_the_datasets_kinds_say_what_the_input_shows(tmp_path, replace):
     """[MASK] targets show [MASK], kept ones their own piece, random ones a non-special piece; 100/0/0 shows
     [MASK] at every target."""
     from litebert.data.pretraining import PretrainingDataset, collate_pretraining
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.tokenizer_train import train_sentencepiece
 
     write_pydoc_corpus(tmp_path / "corpus.txt", 60)

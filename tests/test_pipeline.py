@@ -14,8 +14,9 @@ import torch
 
 import litebert
 from litebert.errors import LitebertError
-from litebert.finetune import FinetuneConfig, predict
-from litebert.pipelines import WORD_RE, entities
+from litebert.finetune import FinetuneConfig
+from litebert.scoring import predict
+from litebert.families.token import WORD_RE, entities
 from tiny_models import TEXTS, _numbers, same, save_model, tokenizer
 
 
@@ -170,13 +171,13 @@ def test_token_classification_of_a_run_matches_predict(tmp_path, dirs):
     run = run_dir(tmp_path, dirs["token"], task="conll2003", max_seq_length=64)
     ner = litebert.pipeline(None, run, "fp32")  # a run dir: its best/ checkpoint, its labels
     text = "EU rejects German call to boycott British lamb , says Peter Blackburn in Brussels ."
-    words = ner(text, aggregate="words")
+    result = ner(text)
+    words = result["words"]
     assert [text[w["start"]:w["end"]] for w in words] == text.split()
     conll = tmp_path / "in.txt"
     conll.write_text("".join(f"{w} O\n" for w in text.split()))
-    want = predict("conll2003", run, conll, max_seq_length=64, precision="fp32")[0]["tags"]
-    assert [w["tag"] for w in words] == want
-    result = ner(text)
+    want = predict("conll2003", run, conll, max_seq_length=64, precision="fp32")[0]
+    same({k: want[k] for k in result}, result)  # the CoNLL file's words are the text's: the same result
     assert result["truncated_words"] == 0
     for e in result["entities"]:
         assert text[e["start"]:e["end"]] == e["text"] and 0 < e["score"] <= 1

@@ -30,7 +30,7 @@ from litebert.pretrain import PretrainConfig, pretrain, setup, train_step  # noq
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
     """A 500-piece vocab and a 100-document store of pydoc text, and the tiny model config."""
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.tokenizer_train import train_sentencepiece
 
     root = tmp_path_factory.mktemp("pretrain_data")
@@ -314,7 +314,7 @@ def test_a_budget_on_resume_stops_a_step_scheduled_run_without_changing_its_sche
 def test_a_resume_on_other_text_is_refused_but_a_moved_store_resumes(tiny_data, finished_run, tmp_path, capsys):
     """Before, a store rebuilt from other text with the same tokenizer resumed silently: the saved data position
     indexed the new store's examples, mixing two corpora in one run."""
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
 
     store, tokenizer, _ = tiny_data
     other = build_store([store.parent / "all.txt"], tokenizer, tmp_path / "other", validation_fraction=0.05)
@@ -535,7 +535,7 @@ def test_pretraining_learns_mlm_and_sentence_order(shared_data, tmp_path):
     SOP accuracy on held-out, balanced sentence pairs goes from chance to over 60% (63% at 400 steps and 67% at
     step 400 of an 800-step run, when this test was written)."""
     from litebert.config import AlbertConfig
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.model import AlbertForPreTraining
     from litebert.tokenizer_train import train_sentencepiece
 

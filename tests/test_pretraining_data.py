@@ -28,7 +28,7 @@ from litebert.data.pretraining import (
     truncation_counts,
 )
 from litebert.data import draws
-from litebert.data.store import build_store
+from litebert.data.store_build import build_store
 from litebert.errors import ConfigError, CorpusError
 from litebert.tokenizer import AlbertTokenizer, WordPieceTokenizer
 

@@ -11,7 +11,7 @@ import pytest
 
 from litebert.cli import main
 from litebert.data.pretraining import PretrainingDataset
-from litebert.data.store import build_store
+from litebert.data.store_build import build_store
 from litebert.errors import ConfigError
 from litebert.pretrain import PretrainConfig, data_lines
 from litebert.tokenizer import AlbertTokenizer

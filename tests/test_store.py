@@ -9,7 +9,8 @@ import pytest
 
 from litebert.cli import main as cli_main
 from litebert.data.corpus import read_documents
-from litebert.data.store import TokenStore, build_store
+from litebert.data.store import TokenStore
+from litebert.data.store_build import build_store
 from litebert.errors import CorpusError, TokenizerError
 from litebert.tokenizer import WordPieceTokenizer, load_tokenizer
 

@@ -11,7 +11,8 @@ import pytest
 from litebert.cli import main as cli_main
 from litebert.data.merge import build_part, merge_parts, plan_parts
 from litebert.data.pretraining import PretrainingDataset
-from litebert.data.store import SPLITS, TokenStore, build_store
+from litebert.data.store import SPLITS, TokenStore
+from litebert.data.store_build import build_store
 from litebert.errors import CorpusError
 
 # Settings that exercise everything a part must get right: a validation split, documents cut by

@@ -124,7 +124,7 @@ def test_sst2_dev_and_mrpc_dev_ids_agree_with_transformers(albert, hf_albert, ss
 def test_fill_mask_texts_agree_with_transformers(albert, hf_albert):
     """transformers matches "[MASK]" in the raw text and normalizes each stretch around it on its own, as
     litebert's fill-mask does (inference.encode_with_masks), dummy "▁" included."""
-    from litebert.inference import encode_with_masks
+    from litebert.families.mlm import encode_with_masks
 
     texts = ["the capital of france is [MASK].", "[MASK] is a city", "two [MASK][MASK] masks", "  [MASK]  ",
              "Return the number of [MASK] in the list.", "x [MASK] . (y) -- 1,999, café"]

@@ -81,8 +81,8 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     speed and set the step count (or pass `steps`), so the demo ends in about minutes + 2 however fast the CPU."""
     from litebert.checkpoint import find_latest_checkpoint
     from litebert.config import AlbertConfig
-    from litebert.data.store import build_store
-    from litebert.inference import fill_mask, format_predictions
+    from litebert.data.store_build import build_store
+    from litebert.families.mlm import fill_mask, format_predictions
     from litebert.model import AlbertForPreTraining
     from litebert.pretrain import PretrainConfig, held_out_eval, measure_seconds_per_step, pretrain
     from litebert.tokenizer_train import train_sentencepiece

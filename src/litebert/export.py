@@ -263,7 +263,7 @@ def _write_beside(model_dir: Path, out_dir: Path, graph: Path, task: str, record
     files += sorted(p for p in out_dir.iterdir() if p.name.startswith(("spiece", "vocab", "tokenizer",
                                                                          "special_tokens")))
     family = TASKS[task]
-    if family.pipeline is not None:  # the pretraining graph (two heads) has no pipeline of its own
+    if family.code is not None:  # the pretraining graph (two heads) has no pipeline of its own
         pipeline_task = family.pipeline_task
         head = record.head if pipeline_task == record.task else family.name
         own = dataclasses.replace(record, task=pipeline_task, architecture=family.model_class, head=head,

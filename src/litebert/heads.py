@@ -4,16 +4,17 @@ A head family is what a model directory *is*: sentence classification, regressio
 span QA, multiple choice, masked-LM (fill-mask), the pretraining heads, or the bare encoder (embeddings). Each row
 holds its one name (the `head` of a task in data/tasks.py and of a model record), the model class it runs, the
 outputs an ONNX export of it returns (transformers' names), its label rule, its pipeline / serve task, the name
-`export-onnx --task` knows it by, and where its code lives:
-- `kind`: training and scoring (encode examples, targets, score, collapse, predictions), in finetune.py;
-- `pipeline`: inference from strings (check an item, features, decode), in pipelines.py.
-They are named as "module:Class" and imported on use, so this module (read by the torch-free ONNX path) imports
-neither torch nor the code of any head.
+`export-onnx --task` knows it by, and where its code lives.
+
+Its code (`code`) is one class in one module of litebert/families/, named as "module:Class" and imported on use
+(so this module, read by the torch-free ONNX path, imports neither torch nor the code of any head): how examples
+become features, how outputs become results in the family's one schema (every door: CLI predict/evaluate/fill-mask,
+`litebert.pipeline`, `serve`, ONNX), and for the fine-tuned families targets, scores and collapse findings.
 
 Adding a head family: its model class (model.py), its row here, and one module in litebert/families/ holding the
-`kind` and `pipeline` classes the row names (families/choice.py is the pattern: training, scoring, inference and
-its serve request item). Everything else (records, fine-tuning, evaluate/predict, pipeline, serve, export-onnx, the
-CLI choices) reads the row. The older families' code still sits in finetune.py and pipelines.py.
+class the row names (families/choice.py is the pattern: training, scoring, inference and its serve request item),
+with its result schema in docs/architecture.md. Everything else (records, fine-tuning, evaluate/predict, pipeline,
+serve, export-onnx, the CLI choices) reads the row.
 
     family("squad1.1")  -> no: that is a task; get_task("squad1.1").head == "span"
     family("span") is family("question-answering") is family("qa") is family("AlbertForQuestionAnswering")
@@ -48,8 +49,8 @@ class HeadFamily:
     export_task: str  # export-onnx --task
     outputs: dict[str, tuple[str | None, ...]]  # ONNX output name -> axis names
     label_rule: str  # a LABEL_RULES key
-    kind: str | None = None  # "module:Class" of its fine-tuning code; None: not fine-tuned through finetune.py
-    pipeline: str | None = None  # "module:Class" of its inference pipeline; None: no pipeline of its own
+    code: str | None = None  # "module:Class" of its code (litebert.families); None: no prediction path of its own
+    finetuned: bool = False  # fine-tuned through finetune.py (a TaskSpec head)
     problem_type: str | None = None  # config.json problem_type (sequence-classification families)
     attrs: dict[str, str] = field(default_factory=dict)  # ONNX output name -> model output field, where they differ
     choice_axis: bool = False  # inputs are [batch, choice, sequence]
@@ -65,11 +66,15 @@ class HeadFamily:
     def names(self) -> tuple[str, ...]:
         return (self.name, self.pipeline_task, self.export_task, self.model_class, *self.saved_as)
 
-    def kind_class(self):
-        return _load(self.kind, f"head {self.name!r} has no fine-tuning code")
+    @property
+    def fields(self) -> dict[str, str]:
+        """Export output name -> the model output field it reads (what a TorchRunner returns)."""
+        return {name: self.attrs.get(name, name) for name in self.outputs}
 
-    def pipeline_class(self):
-        return _load(self.pipeline, f"head {self.name!r} has no pipeline")
+    def family_class(self):
+        """The class of its prediction path (litebert.families): a pipeline from strings, and the fine-tuning
+        loop's encode/score."""
+        return _load(self.code, f"head {self.name!r} has no prediction path")
 
 
 def _load(path: str | None, missing: str):
@@ -80,41 +85,42 @@ def _load(path: str | None, missing: str):
 
 
 _SEQ = "AlbertForSequenceClassification"
-_FT, _PL = "litebert.finetune", "litebert.pipelines"
+_F = "litebert.families"
+_SENTENCE = f"{_F}.sentence:TextClassification"
 
 FAMILIES: tuple[HeadFamily, ...] = (
     HeadFamily("classification", _SEQ, "text-classification", "classification", {"logits": ("batch", None)},
-               "one-of", f"{_FT}:SentenceKind", f"{_PL}:TextClassification",
+               "one-of", _SENTENCE, True,
                problem_type="single_label_classification"),
     HeadFamily("regression", _SEQ, "text-classification", "classification", {"logits": ("batch", None)},
-               "number", f"{_FT}:SentenceKind", f"{_PL}:TextClassification", problem_type="regression"),
+               "number", _SENTENCE, True, problem_type="regression"),
     HeadFamily("multilabel", _SEQ, "text-classification", "classification", {"logits": ("batch", None)},
-               "subset", f"{_FT}:SentenceKind", f"{_PL}:TextClassification",
+               "subset", _SENTENCE, True,
                problem_type="multi_label_classification"),
     HeadFamily("token", "AlbertForTokenClassification", "token-classification", "token-classification",
-               {"logits": ("batch", "sequence", None)}, "tag-per-word", f"{_FT}:TokenKind",
-               f"{_PL}:TokenClassification"),
+               {"logits": ("batch", "sequence", None)}, "tag-per-word",
+               f"{_F}.token:TokenClassification", True),
     HeadFamily("span", "AlbertForQuestionAnswering", "question-answering", "qa",
                {"start_logits": ("batch", "sequence"), "end_logits": ("batch", "sequence")}, "span",
-               f"{_FT}:SpanKind", f"{_PL}:QuestionAnswering", default_max_length=384),
+               f"{_F}.span:QuestionAnswering", True, default_max_length=384),
     HeadFamily("choice", "AlbertForMultipleChoice", "multiple-choice", "multiple-choice",
-               {"logits": ("batch", "choice")}, "option", "litebert.families.choice:ChoiceKind",
-               "litebert.families.choice:MultipleChoice", choice_axis=True),
+               {"logits": ("batch", "choice")}, "option", f"{_F}.choice:MultipleChoice", True,
+               choice_axis=True),
     HeadFamily("mlm", "AlbertForMaskedLM", "fill-mask", "masked-lm", {"logits": ("batch", "sequence", None)},
-               "token", None, f"{_PL}:FillMask", attrs={"logits": "mlm_logits"}, saved_as=("AlbertForPreTraining",)),
+               "token", f"{_F}.mlm:FillMask", attrs={"logits": "mlm_logits"}, saved_as=("AlbertForPreTraining",)),
     HeadFamily("pretraining", "AlbertForPreTraining", "fill-mask", "pretraining",
                {"prediction_logits": ("batch", "sequence", None), "sop_logits": ("batch", None)}, "token",
                attrs={"prediction_logits": "mlm_logits"}),
     HeadFamily("base", "AlbertModel", "embeddings", "base",
                {"last_hidden_state": ("batch", "sequence", None), "pooler_output": ("batch", None)}, "none",
-               None, f"{_PL}:Embeddings", attrs={"last_hidden_state": "sequence_output",
+               f"{_F}.embeddings:Embeddings", attrs={"last_hidden_state": "sequence_output",
                                                  "pooler_output": "pooled_output"}),
 )
 BY_NAME: dict[str, HeadFamily] = {f.name: f for f in FAMILIES}
 
 # Derived tables (never written by hand elsewhere).
-FINETUNE_HEADS = tuple(f.name for f in FAMILIES if f.kind)  # TaskSpec.head values
-PIPELINE_TASKS = tuple(dict.fromkeys(f.pipeline_task for f in FAMILIES if f.pipeline))
+FINETUNE_HEADS = tuple(f.name for f in FAMILIES if f.finetuned)  # TaskSpec.head values
+PIPELINE_TASKS = tuple(dict.fromkeys(f.pipeline_task for f in FAMILIES if f.code))
 EXPORT_TASKS = tuple(dict.fromkeys(f.export_task for f in FAMILIES))
 PROBLEM_TYPES = {f.problem_type: f.name for f in FAMILIES if f.problem_type}
 

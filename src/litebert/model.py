@@ -302,6 +302,10 @@ class PreTrainedAlbert(nn.Module):
         module = self.albert if exclude_heads and hasattr(self, "albert") else self
         return sum(p.numel() for p in module.parameters())
 
+    def encoder_parameters(self) -> int:
+        """Its config's encoder + pooler count (the paper's convention: encoder_parameters), whatever its head."""
+        return encoder_parameters(self.config)
+
 
 class AlbertModel(PreTrainedAlbert):
     """Embeddings -> encoder -> pooler. `num_parameters()` of this class is the paper's parameter count."""
@@ -325,6 +329,13 @@ class AlbertModel(PreTrainedAlbert):
 
 
 # ---------------------------------------------------------------------------------------------- heads
+
+
+def encoder_parameters(config: AlbertConfig) -> int:
+    """Encoder + pooler parameters of `config` as AlbertModel builds it, without any head (the convention of the
+    paper's tables, litebert.params); counted on the meta device (no memory, no init time)."""
+    with torch.device("meta"):
+        return AlbertModel(config).num_parameters()
 
 
 class MaskedLMHead(nn.Module):

@@ -53,21 +53,23 @@ class Training:
     warnings: list[str] = field(default_factory=list)  # e.g. the collapse to one class
 
 
-def write_model_card(path: str | Path, training: Training | None = None, location: str | Path | None = None
-                     ) -> Path | None:
+def write_model_card(path: str | Path, training: Training | None = None, location: str | Path | None = None, *,
+                     parameters: int) -> Path | None:
     """Write path/README.md for the model directory `path`; None when a README.md of the user's is there.
-    `location`: where the directory will live, when it is written under a temporary name and moved there."""
+    `location`: where the directory will live, when it is written under a temporary name and moved there.
+    `parameters`: the model's encoder + pooler count (model.encoder_parameters(): the caller holds the model, so
+    this module, imported by the save code, needs no model code)."""
     card = Path(path) / CARD_NAME
     if card.is_file() and MARKER not in card.read_text(encoding="utf-8", errors="replace"):
         return None
-    text = card_text(path, training, location)
+    text = card_text(path, parameters, training, location)
     atomic_write(card, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return card
 
 
-def card_text(path: str | Path, training: Training | None = None, location: str | Path | None = None) -> str:
+def card_text(path: str | Path, parameters: int, training: Training | None = None,
+              location: str | Path | None = None) -> str:
     from litebert import __version__
-    from litebert.params import count_parameters
 
     config, fmt = read_model_config(path)
     architecture = saved_architecture(path)
@@ -96,7 +98,7 @@ def card_text(path: str | Path, training: Training | None = None, location: str 
              f"\"{config.sharing}\" ({config.num_hidden_groups} group(s)), vocabulary {config.vocab_size:,}"
              + (", pre-LayerNorm (not ALBERT's post-LayerNorm)" if config.layer_norm_position == "pre" else ""))
     lines = ["---", *_yaml(front), "---", MARKER, "", f"# {name}", "",
-             f"An ALBERT model ({architecture}: {shape}; {count_parameters(config):,} encoder and pooler "
+             f"An ALBERT model ({architecture}: {shape}; {parameters:,} encoder and pooler "
              f"parameters), saved by litebert {__version__} in "
              + ("Hugging Face format." if fmt == "hf"
                 else "litebert's own format (it has no Hugging Face equivalent)."),

@@ -948,7 +948,7 @@ def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
     for name, write in run_tokenizer(run).files().items():
         atomic_write(final / name, write)
     (final / FINAL_STEP_FILE).write_text(f"{run.step}\n")
-    write_model_card(final, training_record(run, result or {}))
+    write_model_card(final, training_record(run, result or {}), parameters=run.raw_model.encoder_parameters())
     print(f"final model (step {run.step}) -> {final}", file=sys.stderr)
     return final
 

@@ -84,7 +84,7 @@ def evaluate_pretraining(model: str | Path, data: str | Path | None = None, prec
     import torch
 
     from litebert.data.store import TokenStore
-    from litebert.device import resolve_precision
+    from litebert.device import for_inference, resolve_precision
     from litebert.model import AlbertForPreTraining
     from litebert.model_card import has_tokenizer
     from litebert.pretrain import PretrainConfig, held_out_eval
@@ -125,7 +125,9 @@ def evaluate_pretraining(model: str | Path, data: str | Path | None = None, prec
                           f"{net.config.max_position_embeddings}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision(precision or cfg.precision, device)
-    result = held_out_eval(net.to(device), store, cfg, precision)
+    # Through the door every saved model takes (device.for_inference), with fp32 weights: these figures repeat the
+    # run's eval lines, which score its fp32 weights under autocast at `precision` (held_out_eval does the same).
+    result = held_out_eval(for_inference(net, "fp32", device), store, cfg, precision)
     if not result:
         raise ConfigError(f"{store.path}: no validation split, so nothing is held out to score (build the store with "
                           "--validation-fraction)")

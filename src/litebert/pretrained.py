@@ -93,7 +93,7 @@ def save_pretrained(model, path: str | Path, format: str = "auto", tokenizer=Non
         atomic_write(path / name, write)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
-    write_model_card(path)
+    write_model_card(path, parameters=model.encoder_parameters())
 
 
 def read_model_state(path: str | Path, weights: bytes | None = None

@@ -123,9 +123,6 @@ def request_models(task: str, max_items: int, max_chars: int):
     class NoParams(BaseModel):
         model_config = strict
 
-    class TokenParams(NoParams):
-        aggregate: Literal["entities", "words"] = "entities"
-
     class QAParams(NoParams):
         null_threshold: float = 0.0
 
@@ -138,10 +135,10 @@ def request_models(task: str, max_items: int, max_chars: int):
 
     from litebert.heads import for_pipeline
 
-    # A pipeline names its models here, or brings a function that builds its own (a family in one module).
+    # A family names its models here, or brings a function that builds its own (families/choice.py).
     models = locals()
     item, params = (models[name] if isinstance(name, str) else name(Text, strict)
-                    for name in for_pipeline(task).pipeline_class().request)
+                    for name in for_pipeline(task).family_class().request)
 
     name = "".join(w.title() for w in task.split("-")) + "Request"  # e.g. TextClassificationRequest
     return create_model(name, __config__=strict,

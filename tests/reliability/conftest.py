@@ -34,7 +34,7 @@ def fuzz_count():
 def tiny_data(tmp_path_factory):
     """(store dir, tokenizer dir, model config JSON): a 500-piece SentencePiece vocab trained on pydoc topics
     and a store of its first STORE_DOCUMENTS documents."""
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.tokenizer_train import train_sentencepiece
 
     root = tmp_path_factory.mktemp("tiny_data")

@@ -45,7 +45,7 @@ def write_pydoc_corpus(path: Path, max_documents: int | None = None) -> int:
 def tiny_setup(root: Path, vocab_size: int = 500, documents: int = STORE_DOCUMENTS) -> tuple[Path, Path, Path]:
     """(store, tokenizer, model config) in `root`: a SentencePiece vocab and a token store of `documents` pydoc
     documents, and the tiny model sized to that vocab: the `tiny` argument of config_args."""
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
     from litebert.tokenizer_train import train_sentencepiece
 
     root.mkdir(parents=True, exist_ok=True)

@@ -168,7 +168,7 @@ def test_corpus_reader_giant_line_and_empty_documents(tmp_path):
 
 
 def test_token_store_cuts_a_giant_line_and_skips_empty_documents(tiny_data, tmp_path):
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
 
     _, tokenizer, _ = tiny_data
     path = tmp_path / "corpus.txt"

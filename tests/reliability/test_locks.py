@@ -89,7 +89,7 @@ def test_a_held_store_or_run_dir_is_refused(tiny_data, tmp_path, capsys, command
 
 def test_the_lock_dies_with_its_holder(tiny_data, tmp_path):
     """A SIGKILLed holder leaves no stale lock: the kernel drops it, and the next build goes ahead."""
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
 
     store, tokenizer, _ = tiny_data
     holder = hold_lock(tmp_path / ".out.lock")

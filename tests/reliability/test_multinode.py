@@ -95,7 +95,7 @@ def test_a_node_killed_once_is_restarted_and_every_rank_resumes_from_the_same_ch
 
 
 def test_nodes_that_do_not_share_the_run_dir_or_the_store_stop_at_start(tiny_data, tmp_path):
-    from litebert.data.store import build_store
+    from litebert.data.store_build import build_store
 
     store, tokenizer, _ = tiny_data
     other = build_store([store.parent / "corpus.txt"], tokenizer, tmp_path / "other-store", validation_fraction=0.2)

@@ -131,7 +131,7 @@ def test_a_failed_best_save_leaves_the_previous_best_whole(classifier, small_dis
     eval_metrics.json, or a best/ without its tokenizer."""
     import litebert
     from litebert.errors import LitebertError
-    from litebert.finetune import save_best
+    from litebert.finetune_run import save_best
     from litebert.tokenizer import load_tokenizer
 
     disk = small_disk.mount(8 << 20)

@@ -83,7 +83,7 @@ def register(subparsers) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     from litebert.data.merge import build_part, parse_shard
-    from litebert.data.store import build_store, format_report
+    from litebert.data.store_build import build_store, format_report
 
     build = build_store
     if args.shard is not None:
@@ -114,7 +114,7 @@ def _build(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     from litebert.data.merge import merge_parts
-    from litebert.data.store import format_report
+    from litebert.data.store_build import format_report
 
     t0 = time.perf_counter()
     store = merge_parts(args.parts, args.out, overwrite=args.overwrite)
@@ -124,7 +124,8 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from litebert.data.store import TokenStore, format_report
+    from litebert.data.store import TokenStore
+    from litebert.data.store_build import format_report
 
     store = TokenStore.open(args.store)
     tok = store.meta["tokenizer"]

@@ -116,7 +116,7 @@ def run_finetune(args) -> int:
 
 def run_evaluate(args) -> int:
     from litebert.errors import ConfigError
-    from litebert.finetune import evaluate
+    from litebert.scoring import evaluate
 
     if args.task_name is None:
         return _evaluate_pretraining(args)
@@ -158,7 +158,7 @@ def run_predict(args) -> int:
     from pathlib import Path
 
     from litebert.files import atomic_write, check_output
-    from litebert.finetune import predict
+    from litebert.scoring import predict
 
     if args.output != "-":
         check_output(args.output, "--output", kind="file")
@@ -175,7 +175,7 @@ def run_predict(args) -> int:
 
 def predict_summary(rows: list[dict], output: str) -> str:
     """One line after the predictions: how many, at which precision, how many inputs were truncated, collapse."""
-    from litebert.finetune import prediction_collapse
+    from litebert.collapse import prediction_collapse
 
     truncated = sum(1 for r in rows if r.get("truncated_tokens", 0) > 0)
     precision = rows[0].get("precision") if rows else None
@@ -186,7 +186,7 @@ def predict_summary(rows: list[dict], output: str) -> str:
 
 
 def run_fill_mask(args) -> int:
-    from litebert.inference import fill_mask, filled_text, format_predictions
+    from litebert.families.mlm import fill_mask, filled_text, format_predictions
     from litebert.pipelines import inference_precision
 
     precision = inference_precision(args.precision)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib
 
 from litebert.data.corpus import CorpusReader, expand_inputs, read_documents, split_sentences
-from litebert.data.store import StoreSplit, TokenStore, build_store, format_report
+from litebert.data.store import StoreSplit, TokenStore
+from litebert.data.store_build import build_store, format_report
 
 _LAZY = {
     name: "litebert.data.pretraining"

@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from litebert.data.corpus import _READ_HINT, CorpusReader, expand_inputs, is_jsonl, open_binary
-from litebert.data.store import (SPLITS, TokenStore, _swap_into_place, _write_json, build_store, check_usable,
-                                 split_warnings, writing_store)
+from litebert.data.store import SPLITS, TokenStore
+from litebert.data.store_build import (_swap_into_place, _write_json, build_store, check_usable, split_warnings,
+                                       writing_store)
 from litebert.errors import CorpusError
 from litebert.files import OUTPUT_ERRNOS, disk_error, fsync_dir, reason, sha256_file
 

@@ -103,7 +103,8 @@ class AblateConfig:
 
 
 def prepare_data(cfg: AblateConfig) -> Path:
-    from litebert.data.store import TokenStore, build_store
+    from litebert.data.store import TokenStore
+    from litebert.data.store_build import build_store
     from litebert.tokenizer_train import train_sentencepiece
 
     data = Path(cfg.out) / "_data"

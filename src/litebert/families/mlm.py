@@ -1,4 +1,9 @@
-"""Inference helpers: fill-mask over a trained model directory."""
+"""Masked-LM (fill-mask): the family of a pretraining or masked-LM directory, in one module. The model class is
+`AlbertForMaskedLM` (model.py; a pretraining checkpoint loads into it). Special tokens ([CLS], <pad>, ...) are
+never proposed.
+
+Result schema, at every door: per text, per [MASK] in it (left to right), the top_k candidates
+[{"token", "token_id", "score"}], best first (`score`: softmax probability)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from litebert.errors import LitebertError
+from litebert.errors import ConfigError, LitebertError
+from litebert.families.base import Family, need_text
 
 MASK = "[MASK]"
 WORD_START = "<word start>"  # how listings show SentencePiece's bare "▁" piece (MaskPrediction.shown)
@@ -83,10 +89,45 @@ def top_predictions(logits: np.ndarray, tokenizer, top_k: int) -> list[list[Mask
             for row, ids in zip(probs, top)]
 
 
+class FillMask(Family):
+    """Per text, per [MASK] in it: the top_k tokens with their probabilities."""
+
+    task = "fill-mask"
+    params = ("top_k",)
+    request = ("TextItem", "MaskParams")
+    warmup = "warm [MASK]"
+
+    def check(self, item, index):
+        return need_text(item, "text", index)
+
+    def encode(self, texts):
+        feats = []
+        for text in texts:
+            ids = encode_with_masks(self.tokenizer, text)
+            if len(ids) > self.record.max_seq_length:
+                raise ConfigError(f"fill-mask: {len(ids)} tokens, more than the model's {self.record.max_seq_length}")
+            feats.append({"input_ids": ids, "attention_mask": [1] * len(ids), "token_type_ids": [0] * len(ids)})
+        return feats
+
+    def reduce(self, batch, outputs, **params):
+        ids, logits = batch["input_ids"], outputs["logits"]  # [B, L], [B, L, V]
+        return [logits[i][ids[i] == self.tokenizer.mask_id] for i in range(len(ids))]  # [P, V] each
+
+    def decode(self, texts, feats, outputs, top_k: int = 5):
+        vocab = self.tokenizer.vocab_size
+        proposable = vocab - len(self.tokenizer.special_ids)
+        if not 1 <= top_k <= proposable:
+            raise ConfigError(f"--top-k {top_k}: must be in [1, {proposable}] (the vocabulary of {self.source} has "
+                              f"{vocab} tokens, {len(self.tokenizer.special_ids)} of them special)")
+        return [[[{"token": p.token, "token_id": p.token_id, "score": p.score} for p in row]
+                 for row in top_predictions(o, self.tokenizer, top_k)] for o in outputs]
+
+
 def fill_mask(model_dir: str | Path, texts: list[str], top_k: int = 5,
               precision: str = "auto") -> list[list[list[MaskPrediction]]]:
-    """For each text, for each [MASK] in it, the top_k predictions: `litebert.pipeline("fill-mask", ...)`, the
-    one inference path (a directory without a trained MLM head is refused there, naming what it is)."""
+    """For each text, for each [MASK] in it, the top_k predictions (the CLI's `fill-mask` and the demo):
+    `litebert.pipeline("fill-mask", ...)`'s results as MaskPredictions (a directory without a trained MLM head is
+    refused there, naming what it is)."""
     from litebert.pipelines import pipeline
 
     pipe = pipeline("fill-mask", model_dir, precision)
