@@ -182,7 +182,7 @@ def create_app(cfg: ServeConfig, pipe=None):
         return state["ready"] and not state.get("error")
 
     state["is_ready"] = is_ready
-    add_v2_routes(app, model_name(weights_dir), predict_model, answer, is_ready, state)
+    add_v2_routes(app, model_name(weights_dir), predict_model, answer, is_ready, state, _error)
     return app
 
 

@@ -209,15 +209,15 @@ def select_outputs(tensors: list[dict], requested) -> list[dict]:
     return [by_name[n] for n in names]
 
 
-def add_routes(app, name: str, predict_model, answer, is_ready, state: dict) -> None:
+def add_routes(app, name: str, predict_model, answer, is_ready, state: dict, error_response) -> None:
     """The v2 endpoints on `app`. `answer(task, body, request)`: serving's path to the model (a dict, or an error
-    response); `is_ready()`: whether the model answers; `state["pipes"]`/`state["warm_results"]`: set at start-up."""
+    response); `is_ready()`: whether the model answers; `state["pipes"]`/`state["warm_results"]`: set at start-up;
+    `error_response(status, message, field)`: serving's one error shape (passed in: no import back into serving)."""
     from fastapi import Request
     from fastapi.responses import JSONResponse
     from pydantic import ValidationError
 
     from litebert import __version__
-    from litebert.serving import _error as error_response
 
     fields = item_fields(predict_model)
     model_paths = [f"/v2/models/{name}", f"/v2/models/{name}/versions/{VERSION}"]
