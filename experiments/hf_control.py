@@ -34,7 +34,7 @@ from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.data.store import TokenStore
 from litebert.mlm_scores import MlmTally, piece_table
 from litebert.model import AlbertForPreTraining, gather_positions, masked_lm_loss
-from litebert.optim import build_optimizer, make_scheduler
+from litebert.optim import build_optimizer, make_scheduler, param_groups
 from litebert.pretrain import PretrainConfig, eval_protocol
 
 
@@ -60,14 +60,6 @@ def hf_model(config: AlbertConfig, init_from: AlbertForPreTraining | None):
     return model
 
 
-def unigram_log_prior(store) -> torch.Tensor:
-    """[V] log of the training split's piece frequencies (add-0.5 smoothed): the MLM bias that predicts them."""
-    split = store.split("train")
-    counts = np.bincount(np.asarray(split.tokens(0, int(split.sentence_base[-1])), np.int64),
-                         minlength=store.vocab_size).astype(np.float64) + 0.5
-    return torch.tensor(np.log(counts / counts.sum()), dtype=torch.float32)
-
-
 def set_mlm_bias(side_name: str, model, bias: torch.Tensor) -> None:
     with torch.no_grad():
         if side_name == "litebert":
@@ -83,9 +75,7 @@ class Side:
     def __init__(self, name: str, model, args, steps: int):
         self.name, self.model = name, model
         if args.torch_adamw:
-            groups = [{"params": [p for n, p in model.named_parameters() if p.ndim > 1], "weight_decay": args.wd},
-                      {"params": [p for n, p in model.named_parameters() if p.ndim <= 1], "weight_decay": 0.0}]
-            self.opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
+            self.opt = torch.optim.AdamW(param_groups(model, args.wd), lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
         else:
             self.opt = build_optimizer(model, args.optimizer, lr=args.lr, weight_decay=args.wd,
                                        no_decay_lr_scale=args.no_decay_lr_scale,
@@ -220,7 +210,7 @@ def main(argv=None) -> None:
         else:
             raise SystemExit(f"--impls: unknown side {impl!r}")
     if args.unigram_bias:
-        prior = unigram_log_prior(store)
+        prior = torch.from_numpy(piece_table(store).log_prior()).float()
         for s in sides:
             set_mlm_bias(s.name, s.model, prior)
     if any(s.name == "litebert" for s in sides) and any(s.name == "hf-same-init" for s in sides):

@@ -196,13 +196,18 @@ class PretrainConfig:
         return self.warmup_steps if self.warmup_steps is not None else round(0.025 * self.steps)
 
     @property
+    def warmup_fraction(self) -> float:
+        """The warm-up's share of the schedule (of --steps, or of a --max-time/--max-tokens budget)."""
+        return self.warmup / self.steps
+
+    @property
     def budgeted(self) -> bool:
         """A --max-time or --max-tokens budget bounds the run: the schedule follows the budget's fraction used."""
         return self.max_seconds is not None or self.max_tokens is not None
 
     def schedule_line(self, follows_budget: bool) -> str:
         """What drives the learning-rate schedule, for the start line."""
-        shape = f"warm-up {self.warmup / self.steps:.1%}, then decay to 0 (power {self.poly_power:g})"
+        shape = f"warm-up {self.warmup_fraction:.1%}, then decay to 0 (power {self.poly_power:g})"
         if not follows_budget:
             return f"schedule: {shape} over --steps {self.steps}"
         clocks = ([f"wall clock (--max-time {self.max_time})"] if self.max_seconds is not None else []) + \
@@ -360,7 +365,7 @@ def setup(cfg: PretrainConfig) -> Run:
                                 no_decay_lr_scale=cfg.no_decay_lr_scale, bias_correction=cfg.bias_correction)
     # A budgeted run does not know its step count: its schedule follows the budget's fraction used
     # (budget_progress), so a run that stops at its budget has finished warm-up and decay.
-    scheduler = (BudgetSchedule(optimizer, cfg.warmup / cfg.steps, cfg.poly_power) if cfg.budgeted
+    scheduler = (BudgetSchedule(optimizer, cfg.warmup_fraction, cfg.poly_power) if cfg.budgeted
                  else make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power))
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
@@ -878,7 +883,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
 def past_warmup(run: Run) -> bool:
     """Is the learning rate past its warm-up ramp (by steps, or by the share of the budget used)?"""
     if run.schedule == "budget":
-        return budget_progress(run) > run.cfg.warmup / run.cfg.steps
+        return budget_progress(run) > run.cfg.warmup_fraction
     return run.step > run.cfg.warmup
 
 
