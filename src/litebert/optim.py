@@ -78,9 +78,11 @@ class Lamb(torch.optim.Optimizer):
                 if not state:
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                # A plain int (a state saved before it existed counts from 0): the bias correction's t.
-                state["step"] = int(state.get("step", 0)) + 1
-                bucket = buckets[(p.device, p.dtype, state["step"] if group.get("bias_correction") else 0)]
+                t = 0  # the official update keeps no count; with bias correction, its t (a host tensor, as torch's
+                if group.get("bias_correction"):  # Adam keeps it: no device sync to read it)
+                    state["step"] = state.get("step", torch.tensor(0.0)) + 1
+                    t = int(state["step"].item())
+                bucket = buckets[(p.device, p.dtype, t)]
                 for lst, t in zip(bucket, (p, p.grad, state["exp_avg"], state["exp_avg_sq"])):
                     lst.append(t)
             beta1, beta2 = group["betas"]
