@@ -177,8 +177,10 @@ def create_app(cfg: ServeConfig, pipe=None):
     _add_routes(app, cfg, record, state, answer, predict_model)
 
     def is_ready() -> bool:
-        if state["ready"] and not weights_dir.is_dir():
-            state["error"] = f"the model directory {weights_dir} is gone"  # a restarted worker could not load it
+        # A directory removed under a running server is said the same way whether this worker had loaded it or
+        # was still loading it (with --workers N, /ready may reach either).
+        if not weights_dir.is_dir():
+            state["error"] = f"the model directory {weights_dir} is gone"
         return state["ready"] and not state.get("error")
 
     state["is_ready"] = is_ready
