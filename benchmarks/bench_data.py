@@ -235,11 +235,12 @@ def bench_chunk_index(store, num_sentences: int) -> tuple[int, float]:
 def bench_data_wait(store_path: Path, scratch: Path, workers: list[int], steps: int, threads: int,
                     micro_batch_size: int) -> None:
     """Share of each albert-tiny pretraining step spent waiting for its batch, through pretrain's own set-up
-    (litebert.pretrain.setup: the run's BatchStream and DataLoader settings, collate padding to 128) and
+    (litebert.pretrain_setup.setup: the run's BatchStream and DataLoader settings, collate padding to 128) and
     train_step, at each --workers value. The first 3 steps (worker start-up, first-call costs) are not counted.
     Wall clock, and this process's CPU time (with --threads 1 and workers 0 that is the step's own work, which
     other tenants of the machine barely disturb)."""
-    from litebert.pretrain import PretrainConfig, setup, train_step
+    from litebert.pretrain import PretrainConfig, train_step
+    from litebert.pretrain_setup import setup
 
     print(f"\ndata wait: albert-tiny, seq 128, micro-batch {micro_batch_size}, {threads} thread(s), {steps} steps "
           "timed")

@@ -32,7 +32,8 @@ def main() -> None:
     torch.set_num_threads(1)
     from litebert.data.store import TokenStore
     from litebert.health import representation_health, store_health_batch
-    from litebert.pretrain import PretrainConfig, setup, train_step
+    from litebert.pretrain import PretrainConfig, train_step
+    from litebert.pretrain_setup import setup
 
     out = tempfile.mkdtemp(prefix="anatomy-")
     try:

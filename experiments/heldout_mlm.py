@@ -18,7 +18,8 @@ import torch
 
 from litebert import AlbertForPreTraining
 from litebert.demo import DEMO_RECIPE
-from litebert.pretrain import PretrainConfig, eval_protocol, evaluate_checkpoint
+from litebert.pretrain import PretrainConfig
+from litebert.pretrain_eval import eval_protocol, evaluate_checkpoint
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
     ap.add_argument("--checkpoints", nargs="+", required=True)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    # the demo's scoring: its recipe's length and cap, held-out MLM at ALBERT's 15% (pretrain.eval_protocol)
+    # the demo's scoring: its recipe's length and cap, held-out MLM at ALBERT's 15% (pretrain_eval.eval_protocol)
     protocol = eval_protocol(PretrainConfig(**DEMO_RECIPE))
     print(f"Protocol: {protocol.max_seq_length}-token pairs, {protocol.masked_lm_prob:.0%} masking, at most "
           f"{protocol.max_predictions_per_seq} targets per pair, 20 batches of 32, epoch-0 masks.\n")

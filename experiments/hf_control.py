@@ -35,7 +35,8 @@ from litebert.data.store import TokenStore
 from litebert.mlm_scores import MlmTally, piece_table
 from litebert.model import AlbertForPreTraining, gather_positions, masked_lm_loss
 from litebert.optim import build_optimizer, make_scheduler, param_groups
-from litebert.pretrain import PretrainConfig, eval_protocol
+from litebert.pretrain import PretrainConfig
+from litebert.pretrain_eval import eval_protocol
 
 
 def parse_sets(items: list[str]) -> dict:

@@ -14,7 +14,7 @@ import argparse
 import torch
 
 from litebert.model import AlbertForPreTraining
-from litebert.pretrain import evaluate_checkpoint
+from litebert.pretrain_eval import evaluate_checkpoint
 
 
 def main() -> None:

@@ -112,7 +112,9 @@ def main() -> None:
     from litebert.config import PRESETS, AlbertConfig
     from litebert.data.store import TokenStore
     from litebert.health import representation_health, store_health_batch
-    from litebert.pretrain import PretrainConfig, evaluate_checkpoint, setup, train_step
+    from litebert.pretrain import PretrainConfig, train_step
+    from litebert.pretrain_eval import evaluate_checkpoint
+    from litebert.pretrain_setup import setup
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

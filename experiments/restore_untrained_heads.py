@@ -16,7 +16,7 @@ import torch
 from litebert import AlbertForPreTraining
 from litebert.tokenizer import load_tokenizer
 
-UNTRAINED = ("albert.pooler.", "sop.")  # what MLM-only pretraining does not train (pretrain.py's `untrained`)
+UNTRAINED = ("albert.pooler.", "sop.")  # what MLM-only pretraining does not train (pretrain_setup.py's `untrained`)
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ from harness import TINY_MODEL, config_args, write_pydoc_corpus  # noqa: E402
 from litebert import AlbertConfig, AlbertForPreTraining  # noqa: E402
 from litebert.cli import main as cli_main  # noqa: E402
 from litebert.errors import TokenizerError  # noqa: E402
-from litebert.pretrain import PretrainConfig, pretrain, setup  # noqa: E402
+from litebert.pretrain import PretrainConfig, pretrain  # noqa: E402
+from litebert.pretrain_setup import setup  # noqa: E402
 from litebert.pretrained import read_model_state  # noqa: E402
 
 

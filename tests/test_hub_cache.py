@@ -13,7 +13,8 @@ import litebert
 from litebert.cli import main
 from litebert.errors import CheckpointError
 from litebert.hub_cache import hub_cache_dir, resolve_model_path
-from litebert.pretrain import PretrainConfig, model_config_for
+from litebert.pretrain import PretrainConfig
+from litebert.pretrain_setup import model_config_for
 from litebert.tokenizer import AlbertTokenizer, load_tokenizer
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

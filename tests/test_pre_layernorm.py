@@ -244,7 +244,8 @@ def tiny_pre(tmp_path_factory):
 
 def test_a_pre_ln_model_trains_and_its_run_records_it(tiny_pre, tmp_path, capsys):
     from litebert.cli import main as cli_main
-    from litebert.pretrain import PretrainConfig, setup, train_step
+    from litebert.pretrain import PretrainConfig, train_step
+    from litebert.pretrain_setup import setup
 
     _, tiny = tiny_pre
     run = setup(PretrainConfig(**config_args(tiny, tmp_path / "steps", steps=20, warmup_steps=0, lr=1e-2)))

@@ -24,7 +24,8 @@ from litebert.checkpoint import validate_checkpoint  # noqa: E402
 from litebert.cli import main as cli_main  # noqa: E402
 from litebert.errors import TrainingError  # noqa: E402
 from litebert.health import COLLAPSE_SPREAD  # noqa: E402
-from litebert.pretrain import PretrainConfig, pretrain, setup, train_step  # noqa: E402
+from litebert.pretrain import PretrainConfig, pretrain, train_step  # noqa: E402
+from litebert.pretrain_setup import setup  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,7 @@ def test_held_out_mlm_is_scored_with_15_percent_masking_whatever_the_training_ra
     """A run that trains with 40% masking reports held-out MLM on ALBERT's 15% masking (at most ceil(0.15 x 32)
     = 5 predictions per example), so its figure compares with a 15%-masking run's; not on its own 40%."""
     from litebert.model import AlbertForPreTraining
-    from litebert.pretrain import eval_protocol, evaluate_checkpoint
+    from litebert.pretrain_eval import eval_protocol, evaluate_checkpoint
 
     cfg = PretrainConfig(**config_args(tiny_data, tmp_path / "run", steps=2, masked_lm_prob=0.4,
                                        max_predictions_per_seq=13))

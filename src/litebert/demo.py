@@ -84,7 +84,8 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     from litebert.data.store_build import build_store
     from litebert.families.mlm import fill_mask, format_predictions
     from litebert.model import AlbertForPreTraining
-    from litebert.pretrain import PretrainConfig, held_out_eval, measure_seconds_per_step, pretrain
+    from litebert.pretrain import PretrainConfig, measure_seconds_per_step, pretrain
+    from litebert.pretrain_eval import held_out_eval
     from litebert.tokenizer_train import train_sentencepiece
 
     out = Path(out)

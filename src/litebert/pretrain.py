@@ -1,5 +1,10 @@
 """ALBERT pretraining: `setup()` builds everything, then `pretrain()` is one training loop you can read.
 
+This module is the loop: one step (`train_step`), the loop around it (`run_pretraining`: logging, evaluation,
+checkpoints, budgets, SIGTERM) and what the loop writes (checkpoints, final/, metrics.jsonl). Its settings are
+litebert.pretrain_config's, everything before the first step litebert.pretrain_setup's, the held-out scoring
+litebert.pretrain_eval's.
+
 Loss semantics (exact under gradient accumulation and data parallelism):
     mlm = sum of cross-entropy over real masked tokens of the GLOBAL batch / their count in the global batch
     sop = sum of cross-entropy over the global batch's sentence pairs / their count
@@ -14,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gc
 import json
 import math
@@ -24,479 +28,36 @@ import tempfile
 import time
 import traceback
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from litebert.checkpoint import cleanup_incomplete, find_latest_checkpoint
-from litebert.config import (ABOVE_ZERO, ADDED_FIELDS, FRACTION, LEARNING_RATE, NON_NEGATIVE, POSITIVE, PRESETS,
-                             RETIRED_FIELDS, AlbertConfig, at_least, check_options, closed, open_open, option)
-from litebert.data.pretraining import (BatchStream, PretrainingDataset, collate_pretraining, parse_mask_replace,
-                                      parse_phases)
-from litebert.data.store import TokenStore
-from litebert.device import (AUTO_PRECISION_HELP, PRECISIONS, autocast, check_device, first_line, is_out_of_memory,
-                             measure_peak_flops, resolve_precision, synchronize)
-from litebert.distributed import Dist, check_same_run_dir, check_same_store, init_distributed, on_all_ranks
-from litebert.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
+from litebert.config import PRESETS
+from litebert.device import autocast, first_line, is_out_of_memory, measure_peak_flops, synchronize
+from litebert.distributed import Dist
+from litebert.errors import ConfigError, TrainingError
 from litebert.faults import inject_fault
-from litebert.files import atomic_write, check_output, read_json
-from litebert.health import (COLLAPSE_POLICIES, CollapseWatch, collapse_message, is_collapsed,
-                             representation_health, store_health_batch, warn_collapsed)
-from litebert.hub_cache import resolve_model_path
-from litebert.memory import check_training_memory
-from litebert.mlm_scores import MlmTally, piece_table, summary_line
-from litebert.model import AlbertForPreTraining, masked_lm_loss, model_flops_per_token
+from litebert.files import atomic_write, read_json
+from litebert.health import (CollapseWatch, collapse_message, is_collapsed, representation_health,
+                             store_health_batch, warn_collapsed)
+from litebert.mlm_scores import summary_line
+from litebert.model import masked_lm_loss, model_flops_per_token
 from litebert.model_card import Result, Training, write_model_card
-from litebert.optim import BudgetSchedule, build_optimizer, lamb_lr_for_batch, make_scheduler
-from litebert.pretrained import WEIGHTS_NAME, load_checked, model_files, read_model_state
+from litebert.pretrain_config import PretrainConfig
+from litebert.pretrain_eval import held_out_eval
+from litebert.pretrain_setup import Run, setup
+from litebert.pretrained import model_files
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
-from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD, resolve_model_dir
-from litebert.runlife import (TermSignal, budget_reached, changed_fields, check_state_keys, last_checkpoint,
-                              make_run_dir, newest_verified, parse_duration, read_checkpoint, restore_rng,
-                              restore_training, rng_state, save_run_checkpoint, sigterm_error, stopping_line,
-                              take_run_dir, truncate_metrics)
+from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD
+from litebert.runlife import (TermSignal, budget_reached, last_checkpoint, rng_state, save_run_checkpoint,
+                              sigterm_error, stopping_line, take_run_dir)
 from litebert.tokenizer import load_tokenizer
-from litebert.tracking import REPORT_TO_HELP, Trackers, parse_report_to
+from litebert.tracking import Trackers
 
-
-@dataclass
-class PretrainConfig:
-    model: str = option("albert-tiny", "what to train: a preset name (random init), a config JSON (random init), or "
-                                       "a model or run directory to continue from its weights (default: albert-tiny)")
-    data: str = option("", "token store from `litebert data build`")
-    tokenizer: str | None = option(None, "tokenizer directory (default: the copy inside the store, the one it was "
-                                         "built with)")
-    out: str = option("runs/pretrain", "run directory: checkpoint-STEP/, final/, metrics.jsonl, run.json")
-    # examples
-    max_seq_length: int = option(128, "tokens per example", check=at_least(8))
-    max_predictions_per_seq: int = option(20, "masked positions per example, at most", check=POSITIVE)
-    masked_lm_prob: float = option(0.15, "share of tokens masked", check=open_open(0.0, 1.0))
-    short_seq_prob: float = option(0.1, "share of examples cut shorter than --max-seq-length (the paper's 0.1)",
-                                   check=closed(0.0, 1.0))
-    ngram: int = option(3, "longest masked n-gram (the paper's 3)", check=closed(1, 10))
-    objective: str = option("sop", "sentence-level objective: sop (ALBERT), nsp (BERT, for ablations) or none (MLM "
-                                   "only)", choices=("sop", "nsp", "none"))
-    single_sentence: str = option("random", "a one-sentence chunk: random (the official code: B from another "
-                                            "document), split, or skip", choices=("random", "split", "skip"))
-    short_seq_draw: str = option("chunk", "the short target length is drawn per chunk (the paper) or per document "
-                                          "(the official code)", choices=("chunk", "document"))
-    mask_unit: str = option("word", "mask n-grams of whole words (the store's word boundaries) or of single tokens",
-                                    choices=("word", "token"))
-    mask_replace: str = option("80/10/10", "what a chosen position becomes, in percent: [MASK]/kept/random "
-                                           "(ALBERT's 80/10/10; 100/0/0 always shows [MASK]). Held-out MLM is "
-                                           "always scored with 80/10/10")
-    phases: str | None = option(None, "sequence-length schedule, e.g. 0.9:128,0.1:512 (default: all steps at "
-                                      "--max-seq-length)")
-    # optimisation
-    batch_size: int = option(256, "global batch per optimizer step, in sequences, over all ranks", check=POSITIVE)
-    micro_batch_size: int = option(32, "sequences per rank and forward pass; accumulation makes up --batch-size",
-                                   check=POSITIVE)
-    steps: int = option(1000, "optimizer steps", check=POSITIVE)
-    warmup_steps: int | None = option(None, "linear warmup steps (default: 2.5% of --steps, the paper's 3,125 of "
-                                            "125k); under --max-time/--max-tokens the same share of the budget",
-                                      check=NON_NEGATIVE)
-    lr: float | None = option(None, "peak learning rate (default: the paper's 0.00176 at batch 4096 scaled by "
-                                    "sqrt(--batch-size / 4096), LAMB's rule: 4.4e-4 at batch 256)",
-                              check=LEARNING_RATE)
-    optimizer: str = option("lamb", "lamb (the paper's), adamw, or adamw_official (the BERT code's AdamW)",
-                                    choices=("lamb", "adamw", "adamw_official"))
-    weight_decay: float = option(0.01, "decoupled weight decay", check=NON_NEGATIVE)
-    poly_power: float = option(1.0, "power of the polynomial decay after warmup (1: linear)", check=ABOVE_ZERO)
-    no_decay_lr_scale: float = option(1.0, "learning-rate multiplier for the biases and LayerNorm parameters, which "
-                                           "get no weight decay and (under LAMB) no trust ratio (1: the official "
-                                           "optimizer; docs/recipes.md)", check=NON_NEGATIVE)
-    mlm_bias_init: str = option("zero", "a fresh model's MLM output bias: zero (official) or unigram (the log "
-                                        "frequencies of the store's pieces, so the encoder need not learn them)",
-                                choices=("zero", "unigram"))
-    bias_correction: bool = option(False, "Adam's bias correction in lamb/adamw_official (the official optimizer has "
-                                          "none; docs/recipes.md, 'Why pretraining collapsed')")
-    max_grad_norm: float = option(1.0, "gradient clipping norm", check=ABOVE_ZERO)
-    # speed
-    precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
-    compile: bool = option(False, "torch.compile the model (a minute of compilation first)")
-    gradient_checkpointing: bool = option(False, "recompute activations in the backward pass: less memory, ~30% "
-                                                 "slower")
-    dropout: float = option(0.0, "dropout in pretraining (ALBERT v2: 0)", check=FRACTION)
-    threads: int | None = option(None, "torch threads (default: torch's choice; under torchrun on CPU, cores / "
-                                       "ranks)", check=POSITIVE)
-    device: str | None = option(None, "cpu, cuda, cuda:N or mps (default: cuda when present, else cpu)")
-    num_workers: int = option(0, "data-loading processes (0: in the training process)", check=NON_NEGATIVE)
-    # bookkeeping
-    seed: int = option(0, "seed of the initial weights, the masks and the data order", check=NON_NEGATIVE)
-    log_every: int = option(10, "steps between log lines and metrics.jsonl records", check=POSITIVE)
-    eval_every: int = option(0, "steps between held-out evaluations (0: only at the end)", check=NON_NEGATIVE)
-    eval_batches: int = option(20, "micro-batches in each held-out evaluation", check=POSITIVE)
-    save_every: int = option(500, "steps between checkpoints (one is also saved at the end and at a "
-                                  "--max-time/--max-tokens stop)", check=POSITIVE)
-    keep: int = option(3, "checkpoints kept (older ones are deleted)", check=POSITIVE)
-    resume: str = option("auto", "auto: the newest complete checkpoint in --out; none: refuse a --out holding "
-                                 "checkpoints; or a checkpoint dir")
-    nan_policy: str = option("error", "on a non-finite loss or gradient: error (stop) or skip the step (within "
-                                      "--nan-budget)", choices=("error", "skip"))
-    nan_budget: int = option(10, "skipped steps allowed under --nan-policy skip before stopping", check=NON_NEGATIVE)
-    tensorboard: bool = option(False, "also write TensorBoard logs to OUT/tb (needs the [tb] extra; the same as "
-                                      "--report-to tensorboard)")
-    report_to: str | None = option(None, REPORT_TO_HELP)
-    # budgets: stop cleanly (checkpoint, evaluation, final/) at whichever comes first, else at --steps
-    max_time: str | float | None = option(None, "stop cleanly after this much wall-clock time over all sessions, "
-                                                "saving a checkpoint: seconds or 30m, 2h, 1h30m; warm-up and decay "
-                                                "then follow the share of it used, so the run ends annealed (default: "
-                                                "no limit)")
-    max_tokens: int | None = option(None, "stop cleanly after this many training tokens, saving a checkpoint; "
-                                          "warm-up and decay then follow the share of it used (default: no limit)",
-                                    check=POSITIVE)
-    health: bool = option(True, "log the representation-health figure (litebert.health) at every log step, and warn "
-                                "on a collapse (default: on)")
-    on_collapse: str = option("warn", "when the representations stay collapsed past the warm-up (3 health checks in "
-                                      "a row): warn and go on, or stop (a checkpoint is saved first; exit 2)",
-                              choices=COLLAPSE_POLICIES)
-
-    def __post_init__(self) -> None:
-        check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
-        if self.lr is None:  # resolved once, so run.json records the lr the run used
-            self.lr = lamb_lr_for_batch(self.batch_size)
-        checks = [  # the rules that relate two fields
-            (self.max_predictions_per_seq <= self.max_seq_length, "max_predictions_per_seq",
-             "must be in [1, max_seq_length]"),
-            (self.warmup_steps is None or self.warmup_steps <= self.steps, "warmup_steps", "must be in [0, steps]"),
-            (bool(self.resume), "resume", "must be auto, none or a checkpoint directory"),
-        ]
-        for ok, name, why in checks:
-            if not ok:
-                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name.split('/')[0], '')}: {why}")
-        if self.device is not None:
-            check_device(self.device)
-        self.length_phases  # noqa: B018 (parses --phases once and checks it)
-        self.trackers  # noqa: B018 (checks --report-to)
-        self.max_seconds  # noqa: B018 (validates --max-time)
-        parse_mask_replace(self.mask_replace, "--mask-replace ")
-
-    @functools.cached_property
-    def length_phases(self) -> list[tuple[float, int]]:
-        """--phases as (fraction of the steps, sequence length) pairs; [(1.0, max_seq_length)] without it."""
-        return parse_phases(self.phases, self.max_seq_length)
-
-    @property
-    def trackers(self) -> tuple[str, ...]:
-        """--report-to, with the older --tensorboard switch folded in."""
-        names = parse_report_to(self.report_to)
-        return names + ("tensorboard",) if self.tensorboard and "tensorboard" not in names else names
-
-    @functools.cached_property
-    def max_seconds(self) -> float | None:  # read on every step's budget check: parsed once
-        return None if self.max_time is None else parse_duration(self.max_time, "--max-time")
-
-    @property
-    def warmup(self) -> int:
-        return self.warmup_steps if self.warmup_steps is not None else round(0.025 * self.steps)
-
-    @property
-    def warmup_fraction(self) -> float:
-        """The warm-up's share of the schedule (of --steps, or of a --max-time/--max-tokens budget)."""
-        return self.warmup / self.steps
-
-    @property
-    def budgeted(self) -> bool:
-        """A --max-time or --max-tokens budget bounds the run: the schedule follows the budget's fraction used."""
-        return self.max_seconds is not None or self.max_tokens is not None
-
-    def schedule_line(self, follows_budget: bool) -> str:
-        """What drives the learning-rate schedule, for the start line."""
-        shape = f"warm-up {self.warmup_fraction:.1%}, then decay to 0 (power {self.poly_power:g})"
-        if not follows_budget:
-            return f"schedule: {shape} over --steps {self.steps}"
-        clocks = ([f"wall clock (--max-time {self.max_time})"] if self.max_seconds is not None else []) + \
-                 ([f"tokens (--max-tokens {self.max_tokens:,})"] if self.max_tokens is not None else [])
-        return (f"schedule: {shape} over the budget's fraction used: {' and '.join(clocks)}, or --steps "
-                f"{self.steps} if that ends first (whichever is furthest along drives it)")
-
-
-# --------------------------------------------------------------------------------------------- setup
-
-
-@dataclass
-class Run:
-    cfg: PretrainConfig
-    d: Dist
-    device: torch.device
-    precision: str
-    config: AlbertConfig
-    model: torch.nn.Module  # what the loop calls (maybe DDP- and compile-wrapped)
-    raw_model: AlbertForPreTraining  # what we save
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    scaler: Any
-    stream: BatchStream
-    store: Any
-    tokenizer_dir: Path
-    accum: int
-    step: int = 0
-    nan_skipped: int = 0
-    peak_flops: float = float("nan")
-    tokens: float = 0.0  # training tokens so far, over all ranks and resumes (--max-tokens)
-    schedule: str = "steps"  # what the lr schedule follows: "steps", or "budget" (BudgetSchedule)
-    clock_before: float = 0.0  # budget schedule: --max-time seconds spent by earlier sessions (from the checkpoint)
-    elapsed: float = 0.0  # --max-time seconds spent so far, this session included (rank 0's clock)
-    resumed_from: Path | None = None
-    tokenizer: Any = None  # loaded from tokenizer_dir at the first save (run_tokenizer)
-
-
-def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[AlbertConfig, Path | None]:
-    """(config, directory to continue from or None). The vocab always comes from the store's tokenizer.
-
-    Continued (domain- or task-adaptive) pretraining: `cfg.model` is a model directory (or a run directory: its
-    newest complete checkpoint); its weights are the start, the optimizer and schedule are fresh, and the store
-    must have been built with the model's own tokenizer (same pieces, same ids), which `store` is checked
-    against."""
-    model = cfg.model
-    if model not in PRESETS and "/" in model and not model.endswith(".json") and not Path(model).exists():
-        model = str(resolve_model_path(model))  # a Hub id ("albert/albert-base-v2"): its local Hub cache snapshot
-    elif model not in PRESETS and Path(model).is_dir():
-        model = str(resolve_model_dir(model))  # a run dir: its newest complete checkpoint
-    source = Path(model)
-    init_dir = source if (source / "model.safetensors").is_file() else None
-    if model not in PRESETS and source.is_dir() and init_dir is None:
-        # A directory means "continue from these weights"; without them the run would start from random init.
-        raise ConfigError(f"--model {cfg.model}: the directory has no model.safetensors, so there are no weights "
-                          f"to continue from; to train this architecture from scratch pass its config file "
-                          f"(--model {source / 'config.json'})")
-    config = AlbertConfig.load(model)
-    if init_dir is not None and config.vocab_size != vocab_size:
-        raise ConfigError(f"{cfg.model}: the model's vocab_size {config.vocab_size} != the store's tokenizer "
-                          f"vocab size {vocab_size}")
-    if init_dir is not None and store is not None:
-        check_continued_tokenizer(init_dir, store)
-    if init_dir is None and model not in PRESETS and config.vocab_size != vocab_size:
-        # The vocabulary is the tokenizer's: a config file's own vocab_size cannot hold. Say so, not silently.
-        print(f"--model {cfg.model}: vocab_size {config.vocab_size} replaced by the store's tokenizer vocab size "
-              f"{vocab_size}", file=sys.stderr)
-    dropout = dict(hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout)
-    config = config.replace(vocab_size=vocab_size, **dropout)
-    if config.max_position_embeddings < max(n for _, n in cfg.length_phases):
-        raise ConfigError(f"--max-seq-length exceeds the model's max_position_embeddings "
-                          f"{config.max_position_embeddings}")
-    return config, init_dir
-
-
-def check_continued_tokenizer(init_dir: Path, store) -> None:
-    """The model dir's tokenizer (when it has one) must be the store's: equal vocab sizes are not enough, a
-    store of another vocabulary would feed the model ids that mean other pieces."""
-    try:
-        tokenizer = load_tokenizer(init_dir)
-    except TokenizerError:
-        return  # a bare model dir (config + weights): nothing to compare; the vocab size was checked
-    if tokenizer.fingerprint() != store.tokenizer_fingerprint:
-        raise TokenizerError(f"--model {init_dir}: its tokenizer is not the one the store {store.path} was built "
-                             f"with; continued pretraining keeps the model's tokenizer: build the store with "
-                             f"`litebert data build --tokenizer {init_dir} ...`")
-
-
-def start_from(model: AlbertForPreTraining, init_dir: Path, main: bool) -> None:
-    """Continued pretraining: load the model dir's weights with load_pretrained's checks (a bare encoder's
-    tensors have no `albert.` prefix; a missing encoder tensor is an error) and say which heads start afresh
-    (from a fine-tuned classifier, say: the MLM and SOP heads)."""
-    report = load_checked(model, read_model_state(init_dir)[2], init_dir / WEIGHTS_NAME)
-    fresh = sorted({name.removeprefix("albert.").split(".")[0] for name in report["initialised"]})
-    if fresh and main:
-        print(f"litebert pretrain: {init_dir} has no weights for these heads, so each starts afresh: "
-              f"{', '.join(fresh)}", file=sys.stderr)
-
-
-def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
-    """The store's own copy of its tokenizer, or --tokenizer; either way it must be the one the store used."""
-    path = Path(cfg.tokenizer) if cfg.tokenizer else store.path / "tokenizer"
-    if not path.is_dir():
-        raise ConfigError(f"{path}: no tokenizer directory; pass --tokenizer DIR (the one the store was built with)")
-    store.check_tokenizer(load_tokenizer(path))
-    return path
-
-
-def train_dataset(cfg: PretrainConfig, store, max_seq_length: int) -> PretrainingDataset:
-    """The training examples `cfg` asks for, at one phase's sequence length."""
-    return PretrainingDataset(
-        store, split="train", max_seq_length=max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
-        masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob, ngram=cfg.ngram,
-        objective=cfg.objective, seed=cfg.seed, single_sentence=SINGLE_SENTENCE_MODES[cfg.single_sentence],
-        short_seq_draw=cfg.short_seq_draw, mask_unit=cfg.mask_unit, mask_replace=cfg.mask_replace)
-
-
-def setup(cfg: PretrainConfig) -> Run:
-
-    d, device = init_distributed(cfg.device)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    elif d.world > 1 and device.type == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // d.world))
-    # Rank 0's choice for all: "auto" on CPU is a timing probe, and ranks must not train in different precisions.
-    precision = d.broadcast(resolve_precision(cfg.precision, device))
-    if cfg.batch_size % (cfg.micro_batch_size * d.world):
-        raise ConfigError(f"--batch-size {cfg.batch_size} is not a multiple of --micro-batch-size "
-                          f"{cfg.micro_batch_size} x {d.world} rank(s)")
-    accum = cfg.batch_size // (cfg.micro_batch_size * d.world)
-
-    # A rank that cannot open the store stops them all (instead of leaving them at the first collective).
-    store = on_all_ranks(d, lambda: TokenStore.open(cfg.data))
-    check_same_store(d, store.path, store.content_fingerprint)
-    tokenizer_dir = resolve_tokenizer_dir(cfg, store)
-    config, init_dir = model_config_for(cfg, store.vocab_size, store)
-    if d.main:  # checksums and token ids, before a bad id crashes a step mid-run (one read of the store)
-        store.check_tokens(config.vocab_size)
-    longest = max(n for _, n in cfg.length_phases)
-    check_training_memory(config, cfg.micro_batch_size, longest, cfg.max_predictions_per_seq,
-                          cfg.gradient_checkpointing, device, cfg.model)
-    torch.manual_seed(cfg.seed)  # identical initial weights on every rank
-    raw = AlbertForPreTraining(config)
-    raw.set_gradient_checkpointing(cfg.gradient_checkpointing)
-    if init_dir is not None:
-        start_from(raw, init_dir, d.main)
-    elif cfg.mlm_bias_init == "unigram":
-        with torch.no_grad():  # the store's piece frequencies: the MLM guesses them from step 0 (docs/recipes.md)
-            raw.mlm.bias.copy_(torch.from_numpy(piece_table(store).log_prior()))
-    raw.to(device)
-    # MLM only: the pooler and the SOP head get zero gradients, and left in the optimizer its weight decay would
-    # erase them (LAMB: to exactly 0), handing fine-tuning a pooler that maps every sentence to 0.
-    untrained = ("albert.pooler.", "sop.") if cfg.objective == "none" else ()
-    optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay, untrained=untrained,
-                                no_decay_lr_scale=cfg.no_decay_lr_scale, bias_correction=cfg.bias_correction)
-    # A budgeted run does not know its step count: its schedule follows the budget's fraction used
-    # (budget_progress), so a run that stops at its budget has finished warm-up and decay.
-    scheduler = (BudgetSchedule(optimizer, cfg.warmup_fraction, cfg.poly_power) if cfg.budgeted
-                 else make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power))
-    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
-
-    run_dir = Path(cfg.out)
-    on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
-    check_same_run_dir(d, run_dir)
-    stream = BatchStream(functools.partial(train_dataset, cfg, store), cfg.length_phases, cfg.steps,
-                         cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed, num_workers=cfg.num_workers)
-    run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
-              tokenizer_dir, accum, schedule=schedule_kind(cfg))
-    resume_from(run)
-    if d.main:
-        check_run_dir_matches(run)
-        if run.resumed_from is not None:
-            print(f"resumed from {run.resumed_from} at step {run.step}", file=sys.stderr)
-    if d.world > 1:
-        kwargs = {"device_ids": [device.index]} if device.type == "cuda" else {}
-        run.model = torch.nn.parallel.DistributedDataParallel(raw, **kwargs)
-    if cfg.compile:
-        run.model = torch.compile(run.model)
-    return run
-
-
-def check_run_dir_matches(run: Run) -> None:
-    """Every run dir stores what made it; a restart with a different store or model is refused."""
-    path = Path(run.cfg.out) / RUN_RECORD
-    now = {"model_config": run.config.to_dict(), "tokenizer_fingerprint": run.store.tokenizer_fingerprint,
-           "store_fingerprint": run.store.content_fingerprint, "train": dataclasses.asdict(run.cfg)}
-    if path.is_file() and run.step > 0:
-        before = read_json(path, TrainingError, expect=dict, hint="use a new --out")
-        if before.get("tokenizer_fingerprint") != now["tokenizer_fingerprint"]:
-            raise TrainingError(f"{path}: this run was made with a store of another tokenizer than {run.cfg.data}; "
-                                "use a new --out")
-        if before.get("store_fingerprint", now["store_fingerprint"]) != now["store_fingerprint"]:
-            # Same tokenizer, other tokens (a store rebuilt from other text or with other settings): the saved data
-            # position (epoch, offset) would index other examples, and the run would silently mix two corpora.
-            raise TrainingError(f"{path}: this run was made with another token store than {run.cfg.data} (same "
-                                "tokenizer, but its shards differ: rebuilt from other text or with other settings). "
-                                "Resume with the run's store, or continue from its weights in a new --out "
-                                "(--model CHECKPOINT_DIR: continued pretraining)")
-        saved_config = {k: v for k, v in before.get("model_config", {}).items() if k not in RETIRED_FIELDS}
-        if saved_config:  # a run.json from before a field existed ran at its earlier value
-            saved_config = {**ADDED_FIELDS, **saved_config}
-        if saved_config != now["model_config"]:
-            raise TrainingError(f"{path}: this run was made with another model config; use a new --out")
-        changed = changed_fields(before.get("train", {}), now["train"], RECIPE_FIELDS)
-        if changed:
-            raise TrainingError(f"{path}: this run was made with " + ", ".join(changed) + "; a resume restores the "
-                                "saved optimizer, schedule and data stream, so the new values would be ignored or "
-                                "mix two recipes. Resume with the run's values, or continue from its weights in a "
-                                "new --out (--model CHECKPOINT_DIR: continued pretraining)")
-
-    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(now, indent=2) + "\n"))  # a full disk: CheckpointError
-
-
-# The settings that define what a run learns: changing one on resume would be silently ignored (the learning rate
-# and its schedule come back from the optimizer state) or would splice two recipes into one run (masking, data order,
-# lengths). --steps, budgets, logging, saving, workers, threads, --micro-batch-size and the world size may change.
-RECIPE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "ngram", "objective",
-                 "single_sentence", "short_seq_draw", "mask_unit", "mask_replace", "phases", "batch_size",
-                 "warmup_steps", "lr", "weight_decay", "poly_power", "no_decay_lr_scale", "max_grad_norm", "dropout",
-                 "seed")
-
-
-def resume_from(run: Run) -> None:
-    """Restore the checkpoint this run continues from (if any), then drop logged lines past its step, so the
-    metrics log never holds a step twice (also after a crash before the first save)."""
-    cfg, d = run.cfg, run.d
-    run_dir = Path(cfg.out)
-    on_all_ranks(d, lambda: check_output(run_dir) if d.main else None)
-    if cfg.resume == "none":
-        if find_latest_checkpoint(run_dir) is not None:
-            raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
-    elif cfg.resume == "auto":
-        if d.main:
-            cleanup_incomplete(run_dir)
-        # Rank 0 picks the newest checkpoint that verifies and every rank loads that one (not each its own newest).
-        found = on_all_ranks(d, lambda: newest_verified(run_dir, "litebert pretrain") if d.main else None)
-        ckpt = d.broadcast(found[0] if found else None)
-        if ckpt is not None:
-            restore(run, ckpt, *on_all_ranks(d, lambda: found[1:] if d.main else read_checkpoint(ckpt)))
-    else:
-        ckpt = Path(cfg.resume)  # an explicit path must be complete and verify too
-        restore(run, ckpt, *on_all_ranks(d, lambda: read_checkpoint(ckpt)))
-    if d.main:
-        truncate_metrics(run_dir / "metrics.jsonl", run.step)
-
-
-def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) -> None:
-    """Put a checkpoint's weights, optimizer, schedule, data position and RNG into `run`, or refuse one that does
-    not fit this run (another optimizer, model shape or --steps), naming the file."""
-    cfg, d = run.cfg, run.d
-    state_file = ckpt / "trainer_state.pt"
-    check_state_keys(ckpt, state, ("step", "optimizer", "scheduler", "scaler", "data", "rng", "world_size",
-                                   "nan_skipped"), "a litebert pretraining state")
-    saved_step = int(state["step"])
-    if saved_step > cfg.steps:
-        # The loop would not run and the "result" would be a longer run's model, silently.
-        raise TrainingError(f"{ckpt}: saved at step {saved_step}, past this run's --steps {cfg.steps}; "
-                            f"pass --steps {saved_step} or more to continue it, or use another --out")
-    saved_schedule = state.get("schedule", "steps")
-    if saved_schedule == "budget" and not cfg.budgeted:
-        raise TrainingError(f"{state_file}: saved by a run whose lr schedule follows its --max-time/--max-tokens "
-                            "budget; resume it with its budget flags (a larger budget to go on), or continue from "
-                            "its weights in a new --out")
-    if saved_schedule == "steps" and cfg.budgeted:
-        # A run started without a budget keeps its step schedule; the budget only stops this session (as a
-        # scheduler's wall-time limit does), and its clock starts at this session's start.
-        run.schedule = "steps"
-        for group, base in zip(run.optimizer.param_groups, run.scheduler.base_lrs):
-            group["lr"] = base  # the budget schedule set them to its lr at 0; the step schedule starts from these
-        run.scheduler = make_scheduler(run.optimizer, cfg.warmup, cfg.steps, cfg.poly_power)
-        if d.main:
-            print(f"litebert pretrain: {ckpt.name} was saved by a run without a budget: it keeps its schedule over "
-                  "--steps; --max-time/--max-tokens only stop it", file=sys.stderr)
-    saved_optimizer = state.get("optimizer_name", cfg.optimizer)
-    if saved_optimizer != cfg.optimizer:
-        raise CheckpointError(f"{state_file}: saved with --optimizer {saved_optimizer}, this run has --optimizer "
-                              f"{cfg.optimizer}; resume with --optimizer {saved_optimizer} or use a new --out")
-    restore_training(ckpt, state, weights, run.raw_model, run.optimizer, run.scheduler, run.scaler,
-                     "resume with the --optimizer and model it was saved with, or use a new --out")
-    run.step, run.nan_skipped = saved_step, int(state["nan_skipped"])
-    run.tokens = float(state.get("tokens", 0.0))
-    if run.schedule == "budget":
-        run.clock_before = run.elapsed = float(state.get("budget_elapsed", 0.0))
-    saved_micro = int(state.get("micro_batch_size", cfg.micro_batch_size))
-    if run.stream.load_state_dict(state["data"], saved_micro, int(state["world_size"])):
-        restore_rng(state["rng"][d.rank])
-    else:  # another sharding: the data continues the epoch (BatchStream), the RNG cannot continue
-        torch.manual_seed(cfg.seed + 1000 * run.step + d.rank)
-    run.resumed_from = ckpt  # said once the run directory's record accepts the resume (check_run_dir_matches)
+__all__ = ["PretrainConfig", "pretrain"]  # the public API; the loop's parts are importable for tests and benchmarks
 
 
 # --------------------------------------------------------------------------------------------- one step
@@ -590,88 +151,7 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
     }
 
 
-# --------------------------------------------------------------------------------------------- eval, save, log
-
-
-EVAL_MASKED_LM_PROB = 0.15  # ALBERT's masking rate: held-out MLM is scored with it whatever the training rate
-
-
-def eval_protocol(cfg: PretrainConfig) -> PretrainConfig:
-    """`cfg` with the masking held-out MLM is scored with: ALBERT's 15% of the words whatever the training rate
-    (so a run that trains with 40% masking is scored on the same task as one that trains with 15%), with at most
-    ceil(15% of --max-seq-length) predictions per example, or the run's own cap when that is lower. Length,
-    n-gram and short-sequence settings stay the run's."""
-    cap = math.ceil(round(EVAL_MASKED_LM_PROB * cfg.max_seq_length, 6))  # round: 0.15 * 20 is 3.0000000000000004
-    return dataclasses.replace(cfg, masked_lm_prob=EVAL_MASKED_LM_PROB,
-                               max_predictions_per_seq=max(1, min(cfg.max_predictions_per_seq, cap)))
-
-
-def held_out_eval(model: AlbertForPreTraining, store, cfg: PretrainConfig, precision: str) -> dict[str, float]:
-    """The figures of a pretraining run's eval lines and metrics.jsonl eval records, on the store's validation
-    split: held-out MLM (ALBERT's 15% masking: `eval_protocol`; every per-kind figure and baseline of
-    `evaluate_checkpoint`) with the pair accuracy of the run's objective, plus the other pair task's for an sop or
-    nsp run (the paper's Table 5 cross-evaluation). `litebert evaluate` on a pretraining directory calls this with
-    the run's recorded settings (pretrain_eval.py), so it repeats the run's figures. {} without a validation
-    split."""
-    if store.num_documents("validation") == 0:
-        return {}
-
-    def score(objective: str) -> dict[str, float]:
-        return evaluate_checkpoint(model, store, objective, cfg.max_seq_length, batches=cfg.eval_batches,
-                                   batch_size=cfg.micro_batch_size, precision=precision, seed=cfg.seed,
-                                   cfg=eval_protocol(cfg))
-
-    result = score(cfg.objective if cfg.objective != "none" else "sop")
-    other = {"nsp": "sop", "sop": "nsp"}.get(cfg.objective)
-    if other:  # only its pair accuracy: the MLM figures are the first pass's
-        result[f"eval_{other}_acc"] = score(other)[f"eval_{other}_acc"]
-    return result
-
-
-@torch.no_grad()
-def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "sop", max_seq_length: int = 128,
-                        batches: int = 20, batch_size: int = 32, precision: str = "fp32", seed: int = 0,
-                        cfg: PretrainConfig | None = None) -> dict[str, float]:
-    """Held-out MLM and pair accuracy with fixed masks (epoch 0): `objective` "sop" scores the head on
-    in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation).
-
-    eval_mlm_acc is the official masked_lm_accuracy over every target (kept for comparability); beside it the
-    accuracy at [MASK], kept and random-replaced targets and the model-free baselines on the same targets
-    (litebert.mlm_scores: eval_mlm_acc_mask, eval_base_copy_commonest, ...)."""
-    store = store if not isinstance(store, (str, Path)) else TokenStore.open(store)
-    device = next(model.parameters()).device
-    precision = resolve_precision(precision, device)
-    cfg = cfg or PretrainConfig(max_seq_length=max_seq_length)
-    model.eval()
-    dataset = PretrainingDataset(store, split="validation", max_seq_length=max_seq_length,
-                                 max_predictions_per_seq=cfg.max_predictions_per_seq,
-                                 masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
-                                 ngram=cfg.ngram, objective=objective, seed=seed,
-                                 # every pair from one document, swapped (or replaced) with p = 0.5: chance is 50%
-                                 single_sentence="split")
-    dataset.set_epoch(0)
-    n = min(len(dataset), batches * batch_size)
-    totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
-    tally = MlmTally(piece_table(store), store.token_id("mask"))
-    for start in range(0, n, batch_size):
-        # built together, as training builds them (one store read and one masking pass per batch)
-        host = collate_pretraining(dataset.examples(np.arange(start, min(n, start + batch_size)), epoch=0),
-                                   pad_to=max_seq_length, pad_id=store.token_id("pad"))
-        b = {k: v.to(device) for k, v in host.items()}
-        with autocast(precision, device):
-            out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"],
-                        masked_positions=b["masked_positions"])
-        w = b["masked_weights"]
-        per_target = F.cross_entropy(out.mlm_logits.flatten(0, -2).float(), b["masked_ids"].flatten(),
-                                     reduction="none").view(w.shape)  # [B, P]
-        totals += torch.tensor([(per_target * w).sum().item(),
-                                ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().item(),
-                                w.sum().item(), (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().item()],
-                               dtype=torch.float64)
-        tally.add(host, out.mlm_logits, per_target)
-    masked = max(totals[2].item(), 1.0)
-    return {"eval_mlm_loss": totals[0].item() / masked, "eval_mlm_acc": totals[1].item() / masked,
-            **tally.result(), f"eval_{objective}_acc": totals[3].item() / max(n, 1), "eval_examples": n}
+# --------------------------------------------------------------------------------------------- save, log
 
 
 def save(run: Run) -> Path | None:
@@ -765,7 +245,6 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
             lock.release()
 
 
-SINGLE_SENTENCE_MODES = {"random": "random_document", "split": "split", "skip": "skip"}  # CLI -> dataset names
 LABEL_SKEW_WARNING = 0.1  # warn when the share of label 1 is further than this from 1/2
 
 
@@ -901,11 +380,6 @@ def on_any_rank(d: Dist, flag: bool) -> bool:
     t = torch.tensor([float(flag)])
     d.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item() > 0
-
-
-def schedule_kind(cfg: PretrainConfig) -> str:
-    """What the lr schedule follows, as checkpoints record it: "steps" or "budget"."""
-    return "budget" if cfg.budgeted else "steps"
 
 
 def budget_progress(run: Run) -> float:

@@ -1,25 +1,122 @@
-"""`litebert evaluate` on a pretraining directory: the held-out MLM figures of its run's eval lines, again.
+"""Held-out MLM of a pretraining model: the figures of a run's eval lines, and `litebert evaluate` repeating them.
 
-The directory may be a pretraining run (its newest complete checkpoint, else final/), a `litebert demo` directory
-(its pretrain/ run), a checkpoint or final/ inside a run, or a bare model directory saved with MLM heads. The
-figures are `pretrain.held_out_eval`'s, the function the run's eval lines and metrics.jsonl records come from:
-held-out MLM at [MASK], kept and random-replaced targets beside the official headline, the model-free baselines on
-the same targets (litebert.mlm_scores), and the sentence-pair accuracy. With the run's record (run.json) they are
-computed with the run's own settings (length, eval batches, seed, precision) on the store it trained on, so they
-repeat its last eval line; `data` scores another store built with the same tokenizer.
+`held_out_eval` is the one scorer: the pretraining loop calls it for its eval lines and metrics.jsonl eval records,
+and `evaluate_pretraining` (`litebert evaluate` without a TASK) calls it on a saved model: held-out MLM at [MASK],
+kept and random-replaced targets beside the official headline, the model-free baselines on the same targets
+(litebert.mlm_scores), and the sentence-pair accuracy, always with ALBERT's 15% masking (`eval_protocol`).
+
+`evaluate_pretraining` takes a pretraining run (its newest complete checkpoint, else final/), a `litebert demo`
+directory (its pretrain/ run), a checkpoint or final/ inside a run, or a bare model directory saved with MLM heads.
+With the run's record (run.json) the figures are computed with the run's own settings (length, eval batches, seed,
+precision) on the store it trained on, so they repeat its last eval line; `data` scores another store built with
+the same tokenizer.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+import torch.nn.functional as F
+
 from litebert import heads
 from litebert.checkpoint import checkpoint_step
+from litebert.data.pretraining import PretrainingDataset, collate_pretraining
+from litebert.data.store import TokenStore
+from litebert.device import autocast, for_inference, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
 from litebert.files import read_json
+from litebert.mlm_scores import MlmTally, piece_table
+from litebert.model import AlbertForPreTraining
+from litebert.model_card import has_tokenizer
+from litebert.pretrain_config import PretrainConfig
 from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD, resolve_model_dir, resolve_run_dir
+from litebert.tokenizer import load_tokenizer
+
+
+EVAL_MASKED_LM_PROB = 0.15  # ALBERT's masking rate: held-out MLM is scored with it whatever the training rate
+
+
+def eval_protocol(cfg: PretrainConfig) -> PretrainConfig:
+    """`cfg` with the masking held-out MLM is scored with: ALBERT's 15% of the words whatever the training rate
+    (so a run that trains with 40% masking is scored on the same task as one that trains with 15%), with at most
+    ceil(15% of --max-seq-length) predictions per example, or the run's own cap when that is lower. Length,
+    n-gram and short-sequence settings stay the run's."""
+    cap = math.ceil(round(EVAL_MASKED_LM_PROB * cfg.max_seq_length, 6))  # round: 0.15 * 20 is 3.0000000000000004
+    return dataclasses.replace(cfg, masked_lm_prob=EVAL_MASKED_LM_PROB,
+                               max_predictions_per_seq=max(1, min(cfg.max_predictions_per_seq, cap)))
+
+
+def held_out_eval(model: AlbertForPreTraining, store, cfg: PretrainConfig, precision: str) -> dict[str, float]:
+    """The figures of a pretraining run's eval lines and metrics.jsonl eval records, on the store's validation
+    split: held-out MLM (ALBERT's 15% masking: `eval_protocol`; every per-kind figure and baseline of
+    `evaluate_checkpoint`) with the pair accuracy of the run's objective, plus the other pair task's for an sop or
+    nsp run (the paper's Table 5 cross-evaluation). `litebert evaluate` on a pretraining directory calls this with
+    the run's recorded settings (evaluate_pretraining), so it repeats the run's figures. {} without a validation
+    split."""
+    if store.num_documents("validation") == 0:
+        return {}
+
+    def score(objective: str) -> dict[str, float]:
+        return evaluate_checkpoint(model, store, objective, cfg.max_seq_length, batches=cfg.eval_batches,
+                                   batch_size=cfg.micro_batch_size, precision=precision, seed=cfg.seed,
+                                   cfg=eval_protocol(cfg))
+
+    result = score(cfg.objective if cfg.objective != "none" else "sop")
+    other = {"nsp": "sop", "sop": "nsp"}.get(cfg.objective)
+    if other:  # only its pair accuracy: the MLM figures are the first pass's
+        result[f"eval_{other}_acc"] = score(other)[f"eval_{other}_acc"]
+    return result
+
+
+@torch.no_grad()
+def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "sop", max_seq_length: int = 128,
+                        batches: int = 20, batch_size: int = 32, precision: str = "fp32", seed: int = 0,
+                        cfg: PretrainConfig | None = None) -> dict[str, float]:
+    """Held-out MLM and pair accuracy with fixed masks (epoch 0): `objective` "sop" scores the head on
+    in-order/swapped pairs, "nsp" on actual-next/random pairs (the paper's Table 5 cross-evaluation).
+
+    eval_mlm_acc is the official masked_lm_accuracy over every target (kept for comparability); beside it the
+    accuracy at [MASK], kept and random-replaced targets and the model-free baselines on the same targets
+    (litebert.mlm_scores: eval_mlm_acc_mask, eval_base_copy_commonest, ...)."""
+    store = store if not isinstance(store, (str, Path)) else TokenStore.open(store)
+    device = next(model.parameters()).device
+    precision = resolve_precision(precision, device)
+    cfg = cfg or PretrainConfig(max_seq_length=max_seq_length)
+    model.eval()
+    dataset = PretrainingDataset(store, split="validation", max_seq_length=max_seq_length,
+                                 max_predictions_per_seq=cfg.max_predictions_per_seq,
+                                 masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
+                                 ngram=cfg.ngram, objective=objective, seed=seed,
+                                 # every pair from one document, swapped (or replaced) with p = 0.5: chance is 50%
+                                 single_sentence="split")
+    dataset.set_epoch(0)
+    n = min(len(dataset), batches * batch_size)
+    totals = torch.zeros(4, dtype=torch.float64)  # mlm loss sum, mlm correct, masked count, pair correct
+    tally = MlmTally(piece_table(store), store.token_id("mask"))
+    for start in range(0, n, batch_size):
+        # built together, as training builds them (one store read and one masking pass per batch)
+        host = collate_pretraining(dataset.examples(np.arange(start, min(n, start + batch_size)), epoch=0),
+                                   pad_to=max_seq_length, pad_id=store.token_id("pad"))
+        b = {k: v.to(device) for k, v in host.items()}
+        with autocast(precision, device):
+            out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"],
+                        masked_positions=b["masked_positions"])
+        w = b["masked_weights"]
+        per_target = F.cross_entropy(out.mlm_logits.flatten(0, -2).float(), b["masked_ids"].flatten(),
+                                     reduction="none").view(w.shape)  # [B, P]
+        totals += torch.tensor([(per_target * w).sum().item(),
+                                ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().item(),
+                                w.sum().item(), (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().item()],
+                               dtype=torch.float64)
+        tally.add(host, out.mlm_logits, per_target)
+    masked = max(totals[2].item(), 1.0)
+    return {"eval_mlm_loss": totals[0].item() / masked, "eval_mlm_acc": totals[1].item() / masked,
+            **tally.result(), f"eval_{objective}_acc": totals[3].item() / max(n, 1), "eval_examples": n}
 
 
 def is_pretraining_dir(spec: str | Path) -> bool:
@@ -49,8 +146,6 @@ def find_run(spec: str | Path, weights_dir: Path) -> Path | None:
 def run_settings(run_dir: Path):
     """(PretrainConfig of the run, its record) from run_dir/run.json. Options this version no longer has are
     left out (none of them changes how held-out MLM is scored)."""
-    from litebert.pretrain import PretrainConfig
-
     path = run_dir / RUN_RECORD
     record = read_json(path, CheckpointError, expect=dict, what="a pretraining run record")
     train = record.get("train")
@@ -81,15 +176,6 @@ def evaluate_pretraining(model: str | Path, data: str | Path | None = None, prec
     the run's). `precision`, `max_seq_length`, `eval_batches` and `batch_size` (sequences per forward pass, which
     with `eval_batches` sets how many held-out examples are scored) default to the run's, else to pretrain's
     defaults. Returns the eval_* figures with what was scored: model, data, step, precision, settings."""
-    import torch
-
-    from litebert.data.store import TokenStore
-    from litebert.device import for_inference, resolve_precision
-    from litebert.model import AlbertForPreTraining
-    from litebert.model_card import has_tokenizer
-    from litebert.pretrain import PretrainConfig, held_out_eval
-    from litebert.tokenizer import load_tokenizer
-
     if not is_pretraining_dir(model):
         raise ConfigError(f"--model {model}: not a pretraining directory (a model with MLM heads, or a pretraining "
                           "run); a fine-tuned model is evaluated on its task: litebert evaluate TASK --model DIR "

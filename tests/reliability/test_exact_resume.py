@@ -126,7 +126,7 @@ def test_resume_saved_at_the_end_of_an_epoch_starts_the_next_one(tiny_data, tmp_
     from functools import partial
 
     from litebert.data.store import TokenStore
-    from litebert.pretrain import train_dataset
+    from litebert.pretrain_setup import train_dataset
 
     cfg = PretrainConfig(**config_args(tiny_data, tmp_path / "run", batch_size=1, micro_batch_size=1))
     make = partial(train_dataset, cfg, TokenStore.open(cfg.data))

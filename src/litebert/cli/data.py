@@ -142,7 +142,8 @@ def _inspect(args: argparse.Namespace) -> int:
     from litebert.data.inspect import format_inspection, inspect_examples
     from litebert.data.pretraining import PretrainingDataset
     from litebert.errors import ConfigError
-    from litebert.pretrain import LABEL_SKEW_WARNING, SINGLE_SENTENCE_MODES
+    from litebert.pretrain import LABEL_SKEW_WARNING
+    from litebert.pretrain_config import SINGLE_SENTENCE_MODES
 
     if args.examples < 1:
         raise ConfigError(f"--examples {args.examples}: must be >= 1")

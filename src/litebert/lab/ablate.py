@@ -275,7 +275,8 @@ def train_and_score(cfg: AblateConfig, data: Path, variant: Variant, steps: int,
     """Pretrain one variant and score it on held-out SOP and NSP pairs and downstream."""
     from litebert.model import AlbertForPreTraining
     from litebert.params import count_parameters
-    from litebert.pretrain import evaluate_checkpoint, pretrain
+    from litebert.pretrain import pretrain
+    from litebert.pretrain_eval import evaluate_checkpoint
 
     write_model_config(cfg, variant, run_dir)
     pc = pretrain_config(cfg, data, run_dir, variant, steps)

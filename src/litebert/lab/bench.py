@@ -320,12 +320,13 @@ def maybe_compile(model: torch.nn.Module, enabled: bool, **kwargs: Any) -> torch
 def bench_run(config: AlbertConfig, batch_size: int, seq_len: int, predictions: int, device: torch.device,
               precision: str, compile: bool = False, lr: float = 1e-4, gradient_checkpointing: bool = False,
               accum: int = 1, init_scale: float = 2.0**16):
-    """A `litebert.pretrain.Run` for calling `train_step` directly (no store, no run directory): seeded weights on
+    """A `litebert.pretrain_setup.Run` for calling `train_step` directly (no store, no run directory): seeded weights on
     `device`, LAMB, the step schedule, and a GradScaler (starting at `init_scale`) when precision is fp16."""
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer, make_scheduler
     from litebert.distributed import Dist
-    from litebert.pretrain import PretrainConfig, Run
+    from litebert.pretrain import PretrainConfig
+    from litebert.pretrain_setup import Run
 
     cfg = PretrainConfig(batch_size=batch_size * accum, micro_batch_size=batch_size, steps=10**6,
                          precision=precision, compile=compile, lr=lr, max_seq_length=max(8, seq_len),
@@ -618,7 +619,8 @@ def _ddp_worker(rank: int, world: int, port: int, config: AlbertConfig, batch: d
     from litebert.model import AlbertForPreTraining
     from litebert.optim import build_optimizer, make_scheduler
     from litebert.distributed import Dist
-    from litebert.pretrain import PretrainConfig, Run, train_step
+    from litebert.pretrain import PretrainConfig, train_step
+    from litebert.pretrain_setup import Run
 
     per = batch["input_ids"].shape[0] // world
     micro = [{k: v[rank * per:(rank + 1) * per] for k, v in batch.items() if k != "labels"}]
