@@ -35,14 +35,13 @@ from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.records import identity_dict
 from litebert.rundir import resolve_model_dir
 from litebert.runners import TorchRunner
-from litebert.runlife import (TermSignal, budget_reached, holding_run_dir,
-                              sigterm_error, stopping_line, truncate_metrics)
+from litebert.runlife import TermSignal, budget_reached, holding_run_dir, sigterm_error, stopping_line
 from litebert.tracking import Trackers, parse_report_to
 
 from litebert.collapse import collapse_warning
 from litebert.finetune_config import FinetuneConfig, resolve_hparams, resolve_task, warmup_for
-from litebert.finetune_run import (check_same_recipe, clear_previous_run, kept_best, read_loop_state, save_best, save_loop_state,
-                                   write_json)
+from litebert.finetune_run import (check_same_recipe, clear_previous_run, kept_best, read_loop_state, run_dir,
+                                   save_best, save_loop_state, write_json)
 from litebert.finetune_setup import (check_dev_source, length_grouped_batches, load_task_model, read_split,
                                      record_for, start_health, training_record)
 
@@ -136,7 +135,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     if run.resume is not None:
         ckpt, state = read_loop_state(run.out_dir, model, optimizer, scheduler)
         loop, step = {k: state[k] for k in ("best", "stale", "epoch", "queue")}, state["step"]
-        truncate_metrics(run.out_dir / "metrics.jsonl", step)
+        run_dir(run.out_dir).continue_at(step)
         say(f"resumed from {ckpt} at step {step}")
     elif run.restart:
         best = loop["best"] = kept_best(run.out_dir, run.spec.main_metric)

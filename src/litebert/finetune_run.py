@@ -18,11 +18,15 @@ from litebert.errors import CheckpointError, ConfigError
 from litebert.files import atomic_write, fsync_dir, move_into_place, read_json
 from litebert.model_card import Training, write_model_card
 from litebert.pretrained import model_files
-from litebert.runlife import (changed_fields, check_state_keys, newest_verified, restore_rng, restore_training, rng_state,
-                              save_run_checkpoint)
+from litebert.runlife import RunDir, changed_fields, check_state_keys, restore_rng, restore_training, rng_state
 
 
 RUN_OUTPUTS = ("metrics.jsonl", "best", "result.json")
+
+
+def run_dir(out_dir: str | Path) -> RunDir:
+    """A fine-tuning --out, with the run-directory lifecycle fine-tuning shares with pretraining."""
+    return RunDir(out_dir, "litebert finetune")
 
 
 def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> tuple[Path | None, bool]:
@@ -30,9 +34,10 @@ def clear_previous_run(out_dir: Path, model_dir: Path, overwrite: bool) -> tuple
     (never the model being fine-tuned: fine-tuning a run's own best/ into the same --out is refused either way).
     An unfinished run (a checkpoint, no result.json: stopped by SIGTERM, --max-time or a crash) is resumed instead:
     (its newest complete checkpoint, False) is returned (which one verifies is decided when it is read:
-    newest_verified). One stopped before its first checkpoint (a full disk, a crash), whose finetune.json says
+    RunDir.resume_point). One stopped before its first checkpoint (a full disk, a crash), whose finetune.json says
     what it was, is restarted from step 0 over what it left: (None, True); its best/ stays until the restart does
-    as well (kept_best). Else (None, False): a fresh run."""
+    as well (kept_best). Else (None, False): a fresh run. Which checkpoint is resumed is RunDir.resume_point's
+    choice, as in pretraining: this decides only whether to resume."""
     if out_dir.is_dir():
         cleanup_incomplete(out_dir)  # what a save cut short left behind
     found = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
@@ -101,13 +106,13 @@ def save_loop_state(out_dir: Path, step: int, model, optimizer, scheduler, loop:
     state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
              "rng": rng_state(), "best": loop["best"], "stale": loop["stale"], "epoch": loop["epoch"],
              "queue": [[int(i) for i in batch] for batch in loop["queue"]]}
-    save_run_checkpoint(out_dir, step, model_files(model, "litebert"), state, keep=1)
+    run_dir(out_dir).save(step, model_files(model, "litebert"), state, keep=1)
 
 
 def read_loop_state(out_dir: Path, model, optimizer, scheduler) -> tuple[Path, dict]:
     """Put the newest checkpoint that verifies into place (weights, optimizer, schedule, RNG); return it and the
     loop's own state."""
-    found = newest_verified(out_dir, "litebert finetune")
+    found = run_dir(out_dir).resume_point()  # the resume policy pretraining follows too
     if found is None:
         raise CheckpointError(f"{out_dir}: its checkpoint vanished before it could be read; run again")
     ckpt, state, weights = found

@@ -48,12 +48,11 @@ from litebert.model import masked_lm_loss, model_flops_per_token
 from litebert.model_card import Result, Training, write_model_card
 from litebert.pretrain_config import PretrainConfig
 from litebert.pretrain_eval import held_out_eval
-from litebert.pretrain_setup import Run, setup
+from litebert.pretrain_setup import WHO, Run, setup
 from litebert.pretrained import model_files
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD
-from litebert.runlife import (TermSignal, budget_reached, last_checkpoint, rng_state, save_run_checkpoint,
-                              sigterm_error, stopping_line, take_run_dir)
+from litebert.runlife import RunDir, TermSignal, budget_reached, rng_state, sigterm_error, stopping_line
 from litebert.tokenizer import load_tokenizer
 from litebert.tracking import Trackers
 
@@ -125,7 +124,7 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
         run.nan_skipped += 1
         if run.cfg.nan_policy == "error":
             raise TrainingError(f"step {run.step + 1}: non-finite loss or gradient (loss {sums[0] + sums[2]:.4g}, "
-                                f"grad norm {grad_norm_value:.4g}); {last_checkpoint(run.cfg.out)}. Use "
+                                f"grad norm {grad_norm_value:.4g}); {run.run_dir.last_checkpoint()}. Use "
                                 "--nan-policy skip to skip such steps")
         if run.nan_skipped > run.cfg.nan_budget:
             raise TrainingError(f"step {run.step + 1}: {run.nan_skipped} non-finite steps skipped, over the budget "
@@ -170,7 +169,7 @@ def save(run: Run) -> Path | None:
                  "optimizer_name": run.cfg.optimizer, "nan_skipped": run.nan_skipped, "tokens": run.tokens,
                  "schedule": run.schedule, "budget_elapsed": run.elapsed if run.schedule == "budget" else 0.0}
         files = {**model_files(run.raw_model), **run_tokenizer(run).files()}
-        path = save_run_checkpoint(run.cfg.out, run.step, files, state, keep=run.cfg.keep)
+        path = run.run_dir.save(run.step, files, state, keep=run.cfg.keep)
     d.barrier()
     return path
 
@@ -189,7 +188,8 @@ def finite_or_none(x: Any) -> Any:
 
 class MetricsLog:
     def __init__(self, run: Run):
-        self.path = Path(run.cfg.out) / "metrics.jsonl"
+        self.run_dir = run.run_dir
+        self.path = self.run_dir.metrics
         self.main = run.d.main
         # --report-to: every record also goes to the trackers, with the run record (run.json) as their parameters
         self.trackers = (Trackers(run.cfg.trackers, run.cfg.out, "pretrain",
@@ -205,7 +205,7 @@ class MetricsLog:
                 f.write(json.dumps(record) + "\n")
         except OSError as exc:  # a full disk, a vanished mount: say where, and that the checkpoints are safe
             raise TrainingError(f"{self.path}: cannot write the metrics log ({exc.strerror or exc}); "
-                                f"{last_checkpoint(self.path.parent)}; free space and resume") from exc
+                                f"{self.run_dir.last_checkpoint()}; free space and resume") from exc
         if self.trackers is not None:
             self.trackers.log(record)
 
@@ -225,7 +225,7 @@ def pretrain(cfg: PretrainConfig) -> dict[str, float]:
     lock = None
     try:
         if int(os.environ.get("RANK", "0")) == 0:
-            lock = take_run_dir(cfg.out)
+            lock = RunDir(cfg.out, WHO).take()
         with TermSignal() as term:
             return run_pretraining(cfg, term)
     except BaseException as e:
@@ -307,7 +307,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
                 raise
             raise TrainingError(f"step {run.step + 1}: out of memory ({first_line(e)}); lower --micro-batch-size "
                                 f"(now {cfg.micro_batch_size}; accumulation keeps the batch) or enable "
-                                f"--gradient-checkpointing; {last_checkpoint(cfg.out)}") from None
+                                f"--gradient-checkpointing; {run.run_dir.last_checkpoint()}") from None
         if run.step == 0 and cfg.compile and d.main:
             print(f"first step (with compilation) took {time.perf_counter() - t0:.1f}s", file=sys.stderr)
         run.step += 1
@@ -335,7 +335,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
             if cfg.on_collapse == "stop" and cfg.health and on_any_rank(d, declared):
                 save(run)
                 raise TrainingError(f"stopped at step {run.step} (--on-collapse stop): the representations stayed "
-                                    f"collapsed past the warm-up; {last_checkpoint(cfg.out)}. "
+                                    f"collapsed past the warm-up; {run.run_dir.last_checkpoint()}. "
                                     f"{collapse_advice(cfg)}")
         if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step != cfg.steps and not stop:
             log_eval(run, log)

@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from litebert.checkpoint import cleanup_incomplete, find_latest_checkpoint
 from litebert.config import ADDED_FIELDS, PRESETS, RETIRED_FIELDS, AlbertConfig
 from litebert.data.pretraining import BatchStream, PretrainingDataset
 from litebert.data.store import TokenStore
@@ -32,8 +31,8 @@ from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
 from litebert.pretrain_config import SINGLE_SENTENCE_MODES, PretrainConfig, schedule_kind
 from litebert.pretrained import WEIGHTS_NAME, load_checked, read_model_state
 from litebert.rundir import RUN_RECORD, resolve_model_dir
-from litebert.runlife import (changed_fields, check_state_keys, make_run_dir, newest_verified, read_checkpoint,
-                              restore_rng, restore_training, truncate_metrics)
+from litebert.runlife import (RunDir, changed_fields, check_state_keys, read_checkpoint, restore_rng,
+                              restore_training)
 from litebert.tokenizer import load_tokenizer
 
 
@@ -62,6 +61,14 @@ class Run:
     elapsed: float = 0.0  # --max-time seconds spent so far, this session included (rank 0's clock)
     resumed_from: Path | None = None
     tokenizer: Any = None  # loaded from tokenizer_dir at the first save (run_tokenizer)
+
+    @property
+    def run_dir(self) -> RunDir:
+        """--out, with the run-directory lifecycle pretraining shares with fine-tuning (litebert.runlife)."""
+        return RunDir(self.cfg.out, WHO)
+
+
+WHO = "litebert pretrain"  # what its lines on stderr start with
 
 
 def model_config_for(cfg: PretrainConfig, vocab_size: int, store=None) -> tuple[AlbertConfig, Path | None]:
@@ -187,9 +194,9 @@ def setup(cfg: PretrainConfig) -> Run:
                  else make_scheduler(optimizer, cfg.warmup, cfg.steps, cfg.poly_power))
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
-    run_dir = Path(cfg.out)
-    on_all_ranks(d, lambda: make_run_dir(run_dir) if d.main else None)
-    check_same_run_dir(d, run_dir)
+    run_dir = RunDir(cfg.out, WHO)
+    on_all_ranks(d, lambda: run_dir.create() if d.main else None)
+    check_same_run_dir(d, run_dir.path)
     stream = BatchStream(functools.partial(train_dataset, cfg, store), cfg.length_phases, cfg.steps,
                          cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed, num_workers=cfg.num_workers)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
@@ -251,17 +258,15 @@ RECIPE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", 
 def resume_from(run: Run) -> None:
     """Restore the checkpoint this run continues from (if any), then drop logged lines past its step, so the
     metrics log never holds a step twice (also after a crash before the first save)."""
-    cfg, d = run.cfg, run.d
-    run_dir = Path(cfg.out)
-    on_all_ranks(d, lambda: check_output(run_dir) if d.main else None)
+    cfg, d, run_dir = run.cfg, run.d, run.run_dir
+    on_all_ranks(d, lambda: check_output(run_dir.path) if d.main else None)
     if cfg.resume == "none":
-        if find_latest_checkpoint(run_dir) is not None:
-            raise TrainingError(f"{run_dir} already holds checkpoints; use --resume auto or another --out")
+        if run_dir.has_checkpoints():
+            raise TrainingError(f"{run_dir.path} already holds checkpoints; use --resume auto or another --out")
     elif cfg.resume == "auto":
-        if d.main:
-            cleanup_incomplete(run_dir)
-        # Rank 0 picks the newest checkpoint that verifies and every rank loads that one (not each its own newest).
-        found = on_all_ranks(d, lambda: newest_verified(run_dir, "litebert pretrain") if d.main else None)
+        # The run directory's one resume policy (RunDir.resume_point), on rank 0; every rank loads the checkpoint
+        # it picked (not each its own newest).
+        found = on_all_ranks(d, lambda: run_dir.resume_point() if d.main else None)
         ckpt = d.broadcast(found[0] if found else None)
         if ckpt is not None:
             restore(run, ckpt, *on_all_ranks(d, lambda: found[1:] if d.main else read_checkpoint(ckpt)))
@@ -269,7 +274,7 @@ def resume_from(run: Run) -> None:
         ckpt = Path(cfg.resume)  # an explicit path must be complete and verify too
         restore(run, ckpt, *on_all_ranks(d, lambda: read_checkpoint(ckpt)))
     if d.main:
-        truncate_metrics(run_dir / "metrics.jsonl", run.step)
+        run_dir.continue_at(run.step)
 
 
 def restore(run: Run, ckpt: Path, state: Any, weights: dict[str, torch.Tensor]) -> None:

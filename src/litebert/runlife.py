@@ -1,17 +1,18 @@
 """A training run's directory, from start to stop: what `pretrain` and `finetune` share.
 
-    take the run dir        check_output + the lock (files.lock_dir): one process per --out
-    fresh or resume         newest_verified / read_checkpoint (every file checked against its COMMIT),
-                            changed_fields (the recipe check, naming each changed flag), truncate_metrics
-    save                    save_run_checkpoint: weights (safetensors) + training state with every RNG state
-                            (rng_state: python `random`, numpy, torch CPU, CUDA when present), written atomically
-                            (checkpoint.save_checkpoint) and loaded with torch.load(weights_only=True)
+    the run dir             RunDir: the lock (one process per --out), the one resume policy (resume_point: the
+                            newest checkpoint whose every file verifies against its COMMIT), continue_at (the
+                            metrics log cut back to the step resumed), save (checkpoint-STEP/, atomic, keep-K)
+    recipe check            changed_fields: a resume with other settings is refused, naming each changed flag
+    state                   rng_state (python `random`, numpy, torch CPU, CUDA when present), saved with the
+                            weights (safetensors) and loaded with torch.load(weights_only=True): read_checkpoint
     restore                 restore_training (weights, optimizer, schedule), restore_rng
     stop                    budgets (parse_duration, budget_reached, stopping_line) and SIGTERM (TermSignal,
                             sigterm_error): finish the step, save, exit with one line
 
-What differs stays with each trainer: pretraining's data stream, torchrun agreement and budget schedule
-(pretrain.py); fine-tuning's batch queue, best/ and --overwrite rule (finetune.py).
+What differs stays with each trainer: pretraining's data stream, torchrun agreement, budget schedule and --resume
+none/PATH (pretrain.py, pretrain_setup.py); fine-tuning's batch queue, best/, and its rule for a finished run
+(--overwrite; finetune.py, finetune_run.py).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from litebert.checkpoint import (check_state_dict, checkpoint_dirs, find_latest_checkpoint, load_state, read_verified,
-                                 save_checkpoint, save_state)
+from litebert.checkpoint import (check_state_dict, checkpoint_dirs, cleanup_incomplete, find_latest_checkpoint,
+                                 load_state, read_verified, save_checkpoint, save_state)
 from litebert.errors import CheckpointError, ConfigError, Terminated
 from litebert.faults import with_file_faults
 from litebert.files import OutputLock, atomic_write, check_output, lock_dir
@@ -40,31 +41,114 @@ WEIGHTS_FILE = "model.safetensors"
 # --------------------------------------------------------------------------------------------- the run directory
 
 
-def take_run_dir(out: str | Path) -> OutputLock:
-    """Prove --out writable and lock it (DIR/.lock and DIR itself): a second process on it is refused, naming this
-    one's pid. Release the returned lock when the run ends (the kernel drops it if the process dies)."""
-    out = check_output(out)
-    return lock_dir(out, f"--out {out}")
+class RunDir:
+    """A training run's directory (--out), with the one lifecycle `pretrain` and `finetune` both follow:
+
+        take()             prove it writable and lock it: one process per --out
+        create()           make it (a clear error when it cannot be made)
+        resume_point()     THE resume policy (below)
+        continue_at(step)  drop metrics.jsonl lines past the step the run goes on from (0: a fresh start)
+        save(...)          checkpoint-STEP/, complete or not at all, keeping the newest `keep`
+        last_checkpoint()  what a stopped run leaves to resume from, for its error message
+
+    The resume policy: what a save cut short left behind is removed, then the run goes on from the newest
+    checkpoint whose every file verifies against its COMMIT; a damaged one is skipped with the reason on stderr,
+    and damage everywhere is an error, never a silent fresh start. Which runs resume at all is each trainer's rule
+    (pretrain's --resume auto/none/PATH; finetune's finished run, result.json, is refused or --overwrite-n), and
+    so is the recipe check against the run's record; both decide only whether to ask, never which checkpoint."""
+
+    def __init__(self, out: str | Path, who: str = "litebert"):
+        self.path = Path(out)
+        self.who = who  # "litebert pretrain": the prefix of the lines it writes to stderr
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    def take(self) -> OutputLock:
+        """Prove --out writable and lock it (DIR/.lock and DIR itself): a second process on it is refused, naming
+        this one's pid. Release the returned lock when the run ends (the kernel drops it if the process dies)."""
+        out = check_output(self.path)
+        return lock_dir(out, f"--out {out}")
+
+    def create(self) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CheckpointError(f"--out {self.path}: cannot create it ({e.strerror or e}); choose a writable "
+                                  "directory") from None
+
+    def has_checkpoints(self) -> bool:
+        return find_latest_checkpoint(self.path) is not None
+
+    def resume_point(self) -> tuple[Path, Any, dict] | None:
+        """(checkpoint, state, weights) of the newest checkpoint that reads and verifies, or None when there is
+        none (the resume policy: see the class docstring)."""
+        cleanup_incomplete(self.path)
+        skipped = []
+        for ckpt in reversed(checkpoint_dirs(self.path)):
+            try:
+                state, weights = read_checkpoint(ckpt)
+            except CheckpointError as e:
+                skipped.append(ckpt.name)
+                print(f"{self.who}: skipping {ckpt.name}: {e}", file=sys.stderr)
+                continue
+            if skipped:
+                print(f"{self.who}: {', '.join(skipped)} did not verify; resuming from {ckpt.name} instead",
+                      file=sys.stderr)
+            return ckpt, state, weights
+        if skipped:
+            raise CheckpointError(f"{self.path}: none of its checkpoints verifies ({', '.join(skipped)}; reasons "
+                                  "above); move them away to start over, or use another --out")
+        return None
+
+    def continue_at(self, step: int) -> None:
+        """At a (re)start, drop logged lines past the step the run continues from (0 for a fresh start), so the
+        curve has no duplicates. A line that does not parse (the torn tail a full disk or a crash mid-append leaves)
+        is dropped too, and counted on stderr."""
+        path = self.metrics
+        if not path.is_file():
+            return
+        keep, torn = [], 0
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                torn += bool(line.strip())
+                continue
+            if isinstance(record, dict) and record.get("step", 0) <= step:
+                keep.append(line)
+        if torn:
+            print(f"litebert: {path}: dropped {torn} unreadable line(s) (a write cut short)", file=sys.stderr)
+
+        atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8"))
+
+    def save(self, step: int, files: Mapping[str, Callable[[Path], None]], state: dict, keep: int | None) -> Path:
+        """checkpoint-STEP/, complete or not at all (checkpoint.save_checkpoint): the model's `files`
+        (pretrained.model_files: safetensors weights and config; a tokenizer's files too) and the training `state`
+        (save_state: refused before anything is written if torch.load(weights_only=True) could not read it back).
+        Older checkpoints beyond `keep` are removed once this one is committed."""
+        writers = {**files, STATE_FILE: lambda path: save_state(path, state)}
+        return save_checkpoint(self.path, step, with_file_faults(writers, step), keep=keep)
+
+    def last_checkpoint(self) -> str:
+        """What a stopped run leaves to resume from, for its error message."""
+        latest = find_latest_checkpoint(self.path)
+        if latest is None:
+            return "no checkpoint was saved yet (a rerun starts over)"
+        return f"the last checkpoint, {latest.name}, is intact"
 
 
 def holding_run_dir(out_of: Callable) -> Callable:
-    """Decorator for a function that writes a run directory: `take_run_dir(out_of(*args))` before it runs, released
-    when it returns or raises."""
+    """Decorator for a function that writes a run directory: `RunDir(out_of(*args)).take()` before it runs,
+    released when it returns or raises."""
     def wrap(fn):
         @functools.wraps(fn)
         def locked(*args, **kwargs):
-            with take_run_dir(out_of(*args, **kwargs)):
+            with RunDir(out_of(*args, **kwargs)).take():
                 return fn(*args, **kwargs)
         return locked
     return wrap
-
-
-def make_run_dir(run_dir: Path) -> None:
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CheckpointError(f"--out {run_dir}: cannot create it ({e.strerror or e}); choose a writable "
-                              "directory") from None
 
 
 def changed_fields(saved: Mapping, now: Mapping, fields: Iterable[str]) -> list[str]:
@@ -72,27 +156,6 @@ def changed_fields(saved: Mapping, now: Mapping, fields: Iterable[str]) -> list[
     existed are not compared): what a resume with another recipe is refused with."""
     return [f"--{k.replace('_', '-')} {saved[k]} (now {now[k]})" for k in fields
             if k in saved and k in now and saved[k] != now[k]]
-
-
-def truncate_metrics(path: Path, step: int) -> None:
-    """At a (re)start, drop logged lines past the step the run continues from (0 for a fresh start), so the curve
-    has no duplicates. A line that does not parse (the torn tail a full disk or a crash mid-append leaves) is
-    dropped too, and counted on stderr."""
-    if not path.is_file():
-        return
-    keep, torn = [], 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            torn += bool(line.strip())
-            continue
-        if isinstance(record, dict) and record.get("step", 0) <= step:
-            keep.append(line)
-    if torn:
-        print(f"litebert: {path}: dropped {torn} unreadable line(s) (a write cut short)", file=sys.stderr)
-
-    atomic_write(path, lambda tmp: tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8"))
 
 
 # --------------------------------------------------------------------------------------------- RNG
@@ -140,16 +203,6 @@ def _as_tuples(state: Any) -> Any:
 # --------------------------------------------------------------------------------------------- save and restore
 
 
-def save_run_checkpoint(out: str | Path, step: int, files: Mapping[str, Callable[[Path], None]], state: dict,
-                        keep: int | None) -> Path:
-    """checkpoint-STEP/ in `out`, complete or not at all (checkpoint.save_checkpoint): the model's `files`
-    (pretrained.model_files: safetensors weights and config; a tokenizer's files too) and the training `state`
-    (save_state: refused before anything is written if torch.load(weights_only=True) could not read it back).
-    Older checkpoints beyond `keep` are removed once this one is committed."""
-    writers = {**files, STATE_FILE: lambda path: save_state(path, state)}
-    return save_checkpoint(out, step, with_file_faults(writers, step), keep=keep)
-
-
 def read_checkpoint(ckpt: Path) -> tuple[Any, dict]:
     """(training state, weights) of a checkpoint. Every file is checked against the sha256 its COMMIT records as it
     is read, and the state and weights are loaded from the bytes that were checked (one read of each file)."""
@@ -159,27 +212,6 @@ def read_checkpoint(ckpt: Path) -> tuple[Any, dict]:
     state = load_state(ckpt / STATE_FILE, blobs.pop(STATE_FILE))
     _, _, weights, _ = read_model_state(ckpt, blobs.pop(WEIGHTS_FILE))
     return state, weights
-
-
-def newest_verified(run_dir: Path, who: str) -> tuple[Path, Any, dict] | None:
-    """(checkpoint, state, weights) of the newest checkpoint that reads and verifies, or None when there is none;
-    a damaged one (a changed byte, an unreadable file) is skipped with the reason on stderr (`who`: "litebert
-    pretrain"). Damage everywhere is an error, not a silent fresh start."""
-    skipped = []
-    for ckpt in reversed(checkpoint_dirs(run_dir)):
-        try:
-            state, weights = read_checkpoint(ckpt)
-        except CheckpointError as e:
-            skipped.append(ckpt.name)
-            print(f"{who}: skipping {ckpt.name}: {e}", file=sys.stderr)
-            continue
-        if skipped:
-            print(f"{who}: {', '.join(skipped)} did not verify; resuming from {ckpt.name} instead", file=sys.stderr)
-        return ckpt, state, weights
-    if skipped:
-        raise CheckpointError(f"{run_dir}: none of its checkpoints verifies ({', '.join(skipped)}; reasons above); "
-                              "move them away to start over, or use another --out")
-    return None
 
 
 def check_state_keys(ckpt: Path, state: Any, keys: Iterable[str], what: str) -> None:
@@ -203,14 +235,6 @@ def restore_training(ckpt: Path, state: dict, weights: dict, model, optimizer, s
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
         raise CheckpointError(f"{ckpt / STATE_FILE}: its optimizer/scheduler state does not fit this run ({e}); "
                               f"{hint}") from None
-
-
-def last_checkpoint(run_dir: str | Path) -> str:
-    """What a stopped run leaves to resume from, for its error message."""
-    latest = find_latest_checkpoint(run_dir)
-    if latest is None:
-        return "no checkpoint was saved yet (a rerun starts over)"
-    return f"the last checkpoint, {latest.name}, is intact"
 
 
 # --------------------------------------------------------------------------------------------- stopping
