@@ -13,7 +13,7 @@ steps/6 updates.
     python experiments/markov_probe.py --impl hf-bert ...     # transformers' BertForMaskedLM (no E -> H projection)
 
 --embedding-size H (= hidden) drops ALBERT's E -> H projection; --embedding-projection 1 keeps it at E = H.
---project-in-scale multiplies the projection's initial weights; --bias-correction gives LAMB and the official
+--project-in-scale multiplies the projection's initial weights (--project-in-init orthogonal: an isometry); --bias-correction gives LAMB and the official
 AdamW Adam's bias correction; --optimizer torch-adamw is torch.optim.AdamW over every parameter (run_mlm's).
 """
 
@@ -89,13 +89,17 @@ def build(args) -> tuple[torch.nn.Module, AlbertConfig]:
     config = AlbertConfig(vocab_size=args.vocab, embedding_size=args.embedding_size, hidden_size=128,
                           num_hidden_layers=args.layers, num_attention_heads=2, intermediate_size=512,
                           max_position_embeddings=max(64, args.length), initializer_range=args.init,
+                          layer_norm_position=args.layer_norm_position,
                           embedding_projection=None if args.embedding_projection < 0 else bool(args.embedding_projection))
     if args.impl != "litebert":
         return HfMaskedLM(args.impl, config), config
     model = AlbertForMaskedLM(config)
     with torch.no_grad():
-        if model.albert.encoder.project_in is not None:
-            model.albert.encoder.project_in.weight.mul_(args.project_in_scale)
+        project_in = model.albert.encoder.project_in
+        if project_in is not None:
+            if args.project_in_init == "orthogonal":
+                torch.nn.init.orthogonal_(project_in.weight)
+            project_in.weight.mul_(args.project_in_scale)
     return model, config
 
 
@@ -121,6 +125,11 @@ def main(argv=None) -> None:
     p.add_argument("--embedding-size", type=int, default=64)
     p.add_argument("--embedding-projection", type=int, default=-1, help="1 keeps the projection at E = H")
     p.add_argument("--project-in-scale", type=float, default=1.0)
+    p.add_argument("--project-in-init", default="normal", choices=("normal", "orthogonal"),
+                   help="orthogonal: the projection starts as an isometry (unit gain) instead of 0.02-std draws")
+    p.add_argument("--project-in-lr", type=float, default=1.0,
+                   help="with torch-adamw: the projection's lr as a multiple of --lr (0 freezes it)")
+    p.add_argument("--layer-norm-position", default="post", choices=("post", "pre"))
     p.add_argument("--init", type=float, default=0.02, help="initializer_range")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="append the JSON record to this file")
@@ -129,7 +138,10 @@ def main(argv=None) -> None:
 
     model, _ = build(args)
     if args.optimizer == "torch-adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01)
+        proj = [p_ for n, p_ in model.named_parameters() if "project_in" in n]
+        rest = [p_ for n, p_ in model.named_parameters() if "project_in" not in n]
+        opt = torch.optim.AdamW([{"params": rest}, {"params": proj, "lr": args.lr * args.project_in_lr}],
+                                lr=args.lr, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01)
     else:
         opt = build_optimizer(model, args.optimizer, lr=args.lr, no_decay_lr_scale=args.no_decay_lr_scale,
                               bias_correction=args.bias_correction)

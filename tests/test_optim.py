@@ -347,6 +347,67 @@ def test_no_decay_lr_scale_rejects_negative():
         build_optimizer(nn.Linear(2, 2), "lamb", lr=1e-2, no_decay_lr_scale=-0.5)
 
 
+def _tiny_albert(**overrides):
+    from litebert.config import AlbertConfig
+    from litebert.model import AlbertForPreTraining
+
+    torch.manual_seed(0)
+    return AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", vocab_size=60, **{
+        "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 32, **overrides}))
+
+
+@pytest.mark.parametrize("name", ["lamb", "adamw", "adamw_official"])
+def test_projection_lr_scale_gives_the_projection_groups_of_its_own_through_the_schedule(name):
+    """--projection-lr-scale: the E -> H projection's weight (decayed, adapted) and bias (neither) run at lr x scale
+    (the bias also x no_decay_lr_scale) at every step; every other parameter is where it was; at the default
+    scale the optimizer has its two groups, so older checkpoints' optimizer states still load."""
+    model = _tiny_albert()
+    assert [g["name"] for g in build_optimizer(model, name, lr=1e-2).param_groups] == ["decay", "no_decay"]
+    opt = build_optimizer(model, name, lr=1e-2, projection_lr_scale=0.1, no_decay_lr_scale=0.5)
+    names = {id(p): n for n, p in model.named_parameters()}
+    got = {g["name"]: sorted(names[id(p)] for p in g["params"]) for g in opt.param_groups}
+    assert got["decay_projection"] == ["albert.encoder.project_in.weight"]
+    assert got["no_decay_projection"] == ["albert.encoder.project_in.bias"]
+    assert not any("project_in" in n for n in got["decay"] + got["no_decay"])
+    assert len({id(p) for g in opt.param_groups for p in g["params"]}) == len(list(model.parameters()))
+    sched = make_scheduler(opt, warmup_steps=2, total_steps=10)
+    for _ in range(4):
+        opt.step()
+        sched.step()
+        lr = {g["name"]: g["lr"] for g in opt.param_groups}
+        assert lr["decay"] > 0
+        assert lr["decay_projection"] == pytest.approx(0.1 * lr["decay"], rel=1e-12)
+        assert lr["no_decay_projection"] == pytest.approx(0.05 * lr["decay"], rel=1e-12)
+        assert lr["no_decay"] == pytest.approx(0.5 * lr["decay"], rel=1e-12)
+    with pytest.raises(ConfigError, match="projection_lr_scale"):
+        build_optimizer(model, name, lr=1e-2, projection_lr_scale=float("nan"))
+
+
+def test_a_unit_projection_starts_the_encoder_at_unit_variance():
+    """init_projection("unit"): std 1/sqrt(E) draws (truncated at 2 std, as every official draw), so the projected
+    embeddings have about unit variance per feature instead of ~0.02 sqrt(E); nothing else changes; E = H has no
+    projection to draw."""
+    model = _tiny_albert(embedding_size=64, hidden_size=128)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model.init_projection("unit")
+    weight = model.albert.encoder.project_in.weight
+    assert 0.8 * 64 ** -0.5 < weight.std().item() < 64 ** -0.5
+    assert weight.abs().max().item() <= 2 * 64 ** -0.5
+    changed = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    assert changed == {"albert.encoder.project_in.weight"}
+    with torch.no_grad():
+        out = model.albert.encoder.project_in(model.albert.embeddings(torch.randint(5, 60, (4, 32)),
+                                                                      torch.zeros(4, 32, dtype=torch.long)))
+    assert 0.6 < out.std().item() < 1.2  # (official draws: ~0.02 * 8 = 0.16)
+    square = _tiny_albert(embedding_size=16, hidden_size=16)
+    state = {k: v.clone() for k, v in square.state_dict().items()}
+    square.init_projection("unit")
+    assert all(torch.equal(v, state[k]) for k, v in square.state_dict().items())
+    with pytest.raises(ValueError, match="projection init"):
+        model.init_projection("xavier")
+
+
 def test_the_budget_schedule_has_the_step_schedules_shape_over_the_fraction_used():
     """budget_factor(step / n, w / n) is warmup_poly_decay's factor at step; the schedule ends at 0 when the budget
     is spent, whatever the clock, and a resumed schedule sets the same lr."""

@@ -260,6 +260,9 @@ def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor
     return attention_mask[:, None, None, :].to(torch.bool)
 
 
+PROJECTION_INITS = ("official", "unit")  # PreTrainedAlbert.init_projection
+
+
 class PreTrainedAlbert(nn.Module):
     """Shared by every class: config, official initialisation, and the load/save entry points."""
 
@@ -278,6 +281,22 @@ class PreTrainedAlbert(nn.Module):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+
+    def init_projection(self, how: str = "official") -> None:
+        """Draw the E -> H embedding projection again (a fresh model's; PROJECTION_INITS). "official" is what
+        init_weights drew (std initializer_range, so the encoder's input starts at std ~0.02 sqrt(E): 0.16 at
+        E = 64); "unit" draws std 1 / sqrt(E), so it starts at unit variance per feature, as BERT's embedding
+        output does. A small-scale recipe choice: at batch 64 "unit" (with a smaller lr for the projection) let
+        attention learn to read the neighbouring token 3-5x sooner (docs/recipes.md, "What the model has not
+        learned"). No-op without a projection (E = H)."""
+        if how not in PROJECTION_INITS:
+            raise ValueError(f"projection init {how!r}: expected one of {PROJECTION_INITS}")
+        for module in self.modules():
+            if isinstance(module, Encoder) and module.project_in is not None:
+                weight = module.project_in.weight  # [H, E]
+                std = weight.shape[1] ** -0.5 if how == "unit" else self.config.initializer_range
+                with torch.no_grad():
+                    nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
 
     @classmethod
     def from_pretrained(cls, path, **config_overrides: Any):

@@ -131,43 +131,66 @@ def no_decay(name: str, param: torch.Tensor) -> bool:
     return param.ndim <= 1 or "norm" in lowered or "bias" in lowered
 
 
-def param_groups(model: nn.Module, weight_decay: float = 0.01, untrained: tuple[str, ...] = ()
-                 ) -> list[dict[str, Any]]:
+PROJECTION = "encoder.project_in."  # the E -> H embedding projection's parameters (model.Encoder.project_in)
+
+
+def param_groups(model: nn.Module, weight_decay: float = 0.01, untrained: tuple[str, ...] = (),
+                 projection_lr_scale: float = 1.0) -> list[dict[str, Any]]:
     """[decayed + adapted params, excluded params]; both groups are always present so their indices are stable.
 
     Shared (ALBERT) and tied parameters appear once: `named_parameters` de-duplicates them. Parameters whose names
     start with one of `untrained` are left out: the loss gives them zero gradients, and weight decay alone would
     still move them (under LAMB's trust ratio a pure-decay update is a step of lr * w, which erases a tensor in a
-    few thousand steps).
+    few thousand steps). With `projection_lr_scale` != 1 the E -> H projection's weight and bias get groups of
+    their own after those two ("decay_projection", "no_decay_projection"), carrying `lr_scale`: the caller's lr
+    times it is theirs (docs/recipes.md, "What the model has not learned").
     """
-    decay, excluded = [], []
+    decay, excluded, decay_proj, excluded_proj = [], [], [], []
     for name, p in model.named_parameters():
         if p.requires_grad and not name.startswith(untrained):
-            (excluded if no_decay(name, p) else decay).append(p)
-    return [
+            projection = projection_lr_scale != 1.0 and PROJECTION in name
+            if no_decay(name, p):
+                (excluded_proj if projection else excluded).append(p)
+            else:
+                (decay_proj if projection else decay).append(p)
+    groups = [
         {"params": decay, "weight_decay": weight_decay, "adapt": True, "name": "decay"},
         {"params": excluded, "weight_decay": 0.0, "adapt": False, "name": "no_decay"},
     ]
+    if decay_proj or excluded_proj:
+        groups += [
+            {"params": decay_proj, "weight_decay": weight_decay, "adapt": True, "name": "decay_projection",
+             "lr_scale": projection_lr_scale},
+            {"params": excluded_proj, "weight_decay": 0.0, "adapt": False, "name": "no_decay_projection",
+             "lr_scale": projection_lr_scale},
+        ]
+    return groups
 
 
 def build_optimizer(model: nn.Module, name: str = "lamb", *, lr: float, weight_decay: float = 0.01,
                     betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, untrained: tuple[str, ...] = (),
-                    no_decay_lr_scale: float = 1.0, bias_correction: bool = False) -> torch.optim.Optimizer:
-    """The optimizer with the two `param_groups` (`untrained`: name prefixes left out, see there).
+                    no_decay_lr_scale: float = 1.0, bias_correction: bool = False,
+                    projection_lr_scale: float = 1.0) -> torch.optim.Optimizer:
+    """The optimizer with the `param_groups` (`untrained`: name prefixes left out, see there).
 
     `no_decay_lr_scale` multiplies the learning rate of the excluded group (biases and LayerNorm parameters,
     which get no trust ratio under LAMB, so the full lr moves each of their elements by about lr per step).
-    1.0 is the official optimizer. The scale lives in the group's lr, so a schedule scales both groups alike.
+    `projection_lr_scale` multiplies the E -> H projection's (on top of that, for its bias). 1.0 is the official
+    optimizer. The scales live in the groups' lr, so a schedule scales every group alike.
     `bias_correction` (lamb, adamw_official): Adam's bias-corrected moments (`Lamb`); torch's AdamW always has them.
 
     - "lamb": `Lamb` (official pretraining optimizer).
     - "adamw": `torch.optim.AdamW` (fused on CUDA). Note it applies Adam bias correction, unlike official.
     - "adamw_official": the official AdamWeightDecayOptimizer (no bias correction) = `Lamb` without trust ratio.
     """
-    if not (no_decay_lr_scale >= 0 and math.isfinite(no_decay_lr_scale)):
-        raise ConfigError(f"no_decay_lr_scale: must be a number >= 0, got {no_decay_lr_scale}")
-    groups = param_groups(model, weight_decay, untrained)
-    groups[1]["lr"] = lr * no_decay_lr_scale  # the other group takes the optimizer's default lr
+    for field, scale in (("no_decay_lr_scale", no_decay_lr_scale), ("projection_lr_scale", projection_lr_scale)):
+        if not (scale >= 0 and math.isfinite(scale)):
+            raise ConfigError(f"{field}: must be a number >= 0, got {scale}")
+    groups = param_groups(model, weight_decay, untrained, projection_lr_scale)
+    for group in groups:  # "decay" takes the optimizer's default lr
+        scale = group.pop("lr_scale", 1.0) * (no_decay_lr_scale if not group["adapt"] else 1.0)
+        if group["name"] != "decay":
+            group["lr"] = lr * scale
     if name == "lamb":
         return Lamb(groups, lr=lr, betas=betas, eps=eps, bias_correction=bias_correction)
     if name == "adamw_official":

@@ -12,6 +12,7 @@ from litebert.data.pretraining import parse_mask_replace, parse_phases
 from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, check_device
 from litebert.errors import ConfigError
 from litebert.health import COLLAPSE_POLICIES
+from litebert.model import PROJECTION_INITS
 from litebert.optim import lamb_lr_for_batch
 from litebert.runlife import parse_duration
 from litebert.tracking import REPORT_TO_HELP, parse_report_to
@@ -68,6 +69,13 @@ class PretrainConfig:
                                 choices=("zero", "unigram"))
     bias_correction: bool = option(False, "Adam's bias correction in lamb/adamw_official (the official optimizer has "
                                           "none; docs/recipes.md, 'Why pretraining collapsed')")
+    projection_init: str = option("official", "a fresh model's E -> H embedding projection: official (initializer_range "
+                                              "draws, so the encoder starts from embeddings of std ~0.02 sqrt(E)) or "
+                                              "unit (std 1/sqrt(E): unit-variance input, as BERT's; docs/recipes.md)",
+                                  choices=PROJECTION_INITS)
+    projection_lr_scale: float = option(1.0, "learning-rate multiplier for the E -> H embedding projection (1: the "
+                                             "official optimizer; docs/recipes.md, 'What the model has not learned')",
+                                        check=NON_NEGATIVE)
     max_grad_norm: float = option(1.0, "gradient clipping norm", check=ABOVE_ZERO)
     # speed
     precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)

@@ -179,15 +179,19 @@ def setup(cfg: PretrainConfig) -> Run:
     raw.set_gradient_checkpointing(cfg.gradient_checkpointing)
     if init_dir is not None:
         start_from(raw, init_dir, d.main)
-    elif cfg.mlm_bias_init == "unigram":
-        with torch.no_grad():  # the store's piece frequencies: the MLM guesses them from step 0 (docs/recipes.md)
-            raw.mlm.bias.copy_(torch.from_numpy(piece_table(store).log_prior()))
+    else:
+        if cfg.projection_init != "official":  # (official: as init_weights drew it, the same model as before)
+            raw.init_projection(cfg.projection_init)
+        if cfg.mlm_bias_init == "unigram":
+            with torch.no_grad():  # the store's piece frequencies: the MLM guesses them from step 0 (docs/recipes.md)
+                raw.mlm.bias.copy_(torch.from_numpy(piece_table(store).log_prior()))
     raw.to(device)
     # MLM only: the pooler and the SOP head get zero gradients, and left in the optimizer its weight decay would
     # erase them (LAMB: to exactly 0), handing fine-tuning a pooler that maps every sentence to 0.
     untrained = ("albert.pooler.", "sop.") if cfg.objective == "none" else ()
     optimizer = build_optimizer(raw, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay, untrained=untrained,
-                                no_decay_lr_scale=cfg.no_decay_lr_scale, bias_correction=cfg.bias_correction)
+                                no_decay_lr_scale=cfg.no_decay_lr_scale, bias_correction=cfg.bias_correction,
+                                projection_lr_scale=cfg.projection_lr_scale)
     # A budgeted run does not know its step count: its schedule follows the budget's fraction used
     # (budget_progress), so a run that stops at its budget has finished warm-up and decay.
     scheduler = (BudgetSchedule(optimizer, cfg.warmup_fraction, cfg.poly_power) if cfg.budgeted
@@ -251,8 +255,8 @@ def check_run_dir_matches(run: Run) -> None:
 # lengths). --steps, budgets, logging, saving, workers, threads, --micro-batch-size and the world size may change.
 RECIPE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "ngram", "objective",
                  "single_sentence", "short_seq_draw", "mask_unit", "mask_replace", "phases", "batch_size",
-                 "warmup_steps", "lr", "weight_decay", "poly_power", "no_decay_lr_scale", "max_grad_norm", "dropout",
-                 "seed")
+                 "warmup_steps", "lr", "weight_decay", "poly_power", "no_decay_lr_scale", "projection_lr_scale",
+                 "projection_init", "max_grad_norm", "dropout", "seed")
 
 
 def resume_from(run: Run) -> None:
