@@ -293,10 +293,12 @@ class PreTrainedAlbert(nn.Module):
             raise ValueError(f"projection init {how!r}: expected one of {PROJECTION_INITS}")
         for module in self.modules():
             if isinstance(module, Encoder) and module.project_in is not None:
-                weight = module.project_in.weight  # [H, E]
-                std = weight.shape[1] ** -0.5 if how == "unit" else self.config.initializer_range
+                if how == "official":
+                    self._init_module(module.project_in)  # the one home of the official draws
+                    continue
+                std = module.project_in.in_features ** -0.5  # weight [H, E]
                 with torch.no_grad():
-                    nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+                    nn.init.trunc_normal_(module.project_in.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
 
     @classmethod
     def from_pretrained(cls, path, **config_overrides: Any):
