@@ -3,7 +3,9 @@ LitServe's own batching, both on loopback, one SST-2 dev sentence per request.
 
 Sides (--sides; each a separate server process, started once, all up for the whole run):
     litebert          `litebert serve` at its defaults (dynamic batching, max batch 32, max wait 5 ms, backend auto:
-                      bf16 where the host's start-up probe measures it faster than fp32, else fp32)
+                      bf16 where the host's start-up probe measures it faster than fp32, else fp32; lanes auto: on a
+                      CPU of several cores, a model call per core at once, one torch thread each; --threads does
+                      not apply to it)
     litserve          LitServe (`pip install litebert[bench]`) around transformers.pipeline("text-classification") of
                       the same directory; LitServe's batching with the same max batch and window (its default is
                       no batching: max_batch_size 1); its own process layout (an HTTP process and an inference
@@ -11,8 +13,10 @@ Sides (--sides; each a separate server process, started once, all up for the who
     litebert-fp32     `litebert serve --backend fp32`
     litebert-bf16     `litebert serve --backend bf16` (the weights in bf16)
     litebert-nobatch  `litebert serve --no-batching` (one model call per request)
+    litebert-2w       `litebert serve --workers 2` (two server processes, each with its model and batcher)
+    litebert-1lane    `litebert serve --lanes 1` (one model call at a time, of --threads threads: the old default)
     transformers-loop transformers' pipeline behind litebert's own server loop and batcher
-Every model side runs torch with --threads threads. Load is bounded: at each concurrency level C, C clients send one
+Every model side but "litebert" runs torch with --threads threads. Load is bounded: at each concurrency level C, C clients send one
 sentence per request (a minimal keep-alive HTTP/1.1 client, so the client's own cost stays small and the same for
 every side) until --requests answers have come or --seconds have passed. Turns interleave (for each repeat: each
 level: each side, the sides' order rotating), every side gets the same sentences in a turn, and each ratio is
@@ -27,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -37,7 +42,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-SIDES = ("litebert", "litserve", "litebert-fp32", "litebert-bf16", "litebert-nobatch", "transformers-loop")
+SIDES = ("litebert", "litserve", "litebert-fp32", "litebert-bf16", "litebert-nobatch", "litebert-2w", "litebert-1lane",
+         "transformers-loop")
 MAX_BATCH, MAX_WAIT_MS = 32, 5.0  # litebert serve's defaults, given to LitServe too
 
 
@@ -122,6 +128,13 @@ def serve_litserve(args) -> None:
                                                                     log_level="warning", generate_client_file=False)
 
 
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:  # the group is gone already
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -131,9 +144,12 @@ def free_port() -> int:
 def start(name: str, args) -> dict:
     port = free_port()
     if name.startswith("litebert"):
-        cmd = [sys.executable, "-m", "litebert", "serve", "--model", args.model, "--port", str(port), "--threads",
-               str(args.threads), *{"litebert-nobatch": ["--no-batching"], "litebert-fp32": ["--backend", "fp32"],
-                                    "litebert-bf16": ["--backend", "bf16"]}.get(name, [])]
+        # "litebert" is `litebert serve` at its defaults: its lanes and threads are its own (auto), not --threads
+        threads = [] if name == "litebert" else ["--threads", str(args.threads)]
+        cmd = [sys.executable, "-m", "litebert", "serve", "--model", args.model, "--port", str(port), *threads,
+               *{"litebert-nobatch": ["--no-batching"], "litebert-fp32": ["--backend", "fp32"],
+                 "litebert-bf16": ["--backend", "bf16"], "litebert-2w": ["--workers", "2"],
+                 "litebert-1lane": ["--lanes", "1"]}.get(name, [])]
         ready = "/ready"
     else:
         cmd = [sys.executable, __file__, "--serve", name, "--model", args.model, "--port", str(port), "--threads",
@@ -279,7 +295,9 @@ def main(argv=None) -> int:
             asyncio.run(load(s["port"], texts, 0, 8, 64, 30))
             if s["name"].startswith("litebert"):  # which precision answers (backend auto resolves per host)
                 _, info = asyncio.run(get(s["port"], "/info"))
-                print(f"{s['name']}: precision {json.loads(info).get('precision')}", flush=True)
+                info = json.loads(info)
+                print(f"{s['name']}: precision {info.get('precision')}, lanes {info.get('lanes')}, torch threads "
+                      f"{info.get('threads') or 'torch default'}", flush=True)
         for rep in range(args.repeats):
             for level in levels:
                 start_at = (rep * len(levels) + levels.index(level)) * args.requests
@@ -294,13 +312,16 @@ def main(argv=None) -> int:
                           f"{r['answered']}  errors {r['errors']}  load {os.getloadavg()[0]:.2f}", file=sys.stderr,
                           flush=True)
     finally:
+        # The whole process group of each server (each has a session of its own): LitServe's inference worker
+        # outlives its parent's SIGTERM and then spins at a full core, which skewed every later run on the host.
         for s in servers:
-            s["proc"].terminate()
+            signal_group(s["proc"], signal.SIGTERM)
         for s in servers:
             try:
                 s["proc"].wait(30)
             except subprocess.TimeoutExpired:
-                os.killpg(s["proc"].pid, 9)
+                pass
+            signal_group(s["proc"], signal.SIGKILL)
     print(report(turns, names, levels, args))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:

@@ -161,3 +161,62 @@ def test_requests_cancelled_while_queued_never_reach_the_model():
     assert cancelled == [True, False, True, True, False]
     assert b.fn.calls == [["busy"], ["q1", "q4"]]
     assert (b.items, b.dropped) == (3, 3)
+
+
+class Overlap(Recorder):
+    """A Recorder that also counts the calls in flight at once (from the executor's threads)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(seconds)
+        import threading
+
+        self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+    def __call__(self, items, params):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            return super().__call__(items, params)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_lanes_bound_the_rounds_in_flight_and_each_caller_gets_its_own_answers(lanes):
+    """With `lanes` lanes, a round forms while another runs (up to `lanes` at once, never more); with one lane,
+    calls never overlap. Requests that come while every lane is busy wait for a fuller round."""
+    async def main():
+        b = await started(Batcher(Overlap(seconds=0.2), max_wait=0.0, length=None, lanes=lanes))
+        jobs = []
+        for i in range(8):  # a request every 30 ms: each finds the lanes busy or free
+            jobs.append(asyncio.ensure_future(b.submit([f"x{i}", f"y{i}"], {})))
+            await asyncio.sleep(0.03)
+        results = await asyncio.wait_for(asyncio.gather(*jobs), 30)
+        await b.close()
+        return results, b.fn
+
+    results, fn = run(main())
+    assert results == [[f"X{i}", f"Y{i}"] for i in range(8)]
+    assert fn.most == lanes
+    assert sorted(x for call in fn.calls for x in call) == sorted(f"{c}{i}" for c in "xy" for i in range(8))
+
+
+def test_close_waits_for_every_lane():
+    async def main():
+        b = await started(Batcher(Overlap(seconds=0.3), max_wait=0.0, length=None, lanes=2))
+        first = asyncio.ensure_future(b.submit(["a"], {}))
+        await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(b.submit(["b"], {"k": 1}))
+        await asyncio.sleep(0.05)  # both rounds in the model now
+        await b.close()
+        return first.done() and second.done(), first.result(), second.result(), b.fn.most
+
+    both, a, b_, most = run(main())
+    assert both and a == ["A"] and b_ == ["B"] and most == 2
+
+
+def test_lanes_below_one_are_refused():
+    with pytest.raises(ValueError, match="lanes"):
+        Batcher(Recorder(), lanes=0)

@@ -78,7 +78,7 @@ def model_dir(tmp_path_factory, shared_data):
 def servers(model_dir):
     """Both servers start at once (the start-up is most of this file's time)."""
     main = Server(model_dir, "--backend", "fp32", "--max-wait-ms", "20", "--max-items", "8", "--max-text-chars", "2000",
-                  "--max-request-bytes", "10000")
+                  "--max-request-bytes", "10000", "--lanes", "2")  # two rounds in the model at once
     slow = Server(model_dir, "--max-wait-ms", "2000", "--max-batch-size", "64",
                   "--wait-when-idle")  # a lone request waits 2 s
     try:
@@ -110,9 +110,28 @@ def test_answers_equal_the_python_api(server, model_dir):
     assert httpx.get(server.url + "/ready").json() == {"ready": True, "task": "text-classification"}
     info = httpx.get(server.url + "/info").json()
     assert info["record"]["labels"] == ["neg", "pos"] and info["settings"]["max_items"] == 8
+    assert (info["lanes"], info["threads"]) == (2, 1)
     schema = httpx.get(server.url + "/openapi.json").json()
     assert {"/predict", "/embed", "/health", "/ready"} <= set(schema["paths"])
     assert "TextClassificationRequest" in schema["components"]["schemas"]
+
+
+@pytest.mark.parametrize("cores, settings, expected", [
+    (2, {}, (2, 1)),  # a CPU with several cores: a lane per core, one torch thread each
+    (16, {}, (4, 1)),  # at most MAX_AUTO_LANES
+    (1, {}, (1, None)),  # one core: one lane, torch's own threads
+    (8, {"threads": 4}, (1, 4)),  # --threads given: one lane of that many threads
+    (8, {"lanes": 3}, (3, None)),  # --lanes given: as asked
+    (8, {"device": "cuda"}, (1, None)),  # a GPU: one lane
+    (8, {"batching": False}, (1, None)),
+])
+def test_auto_lanes_and_threads(monkeypatch, cores, settings, expected):
+    import os
+
+    from litebert.serving import ServeConfig
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
+    assert ServeConfig(model="m", **settings).concurrency() == expected
 
 
 @pytest.mark.parametrize("body, status, field", [

@@ -40,6 +40,8 @@ from typing import Annotated, Literal
 from litebert.config import ABOVE_ZERO, NON_NEGATIVE, POSITIVE, check_options, closed, option
 from litebert.errors import ConfigError, LitebertError
 
+# Auto lanes stop here: each lane holds a batch's activations (albert-xxlarge at 32 x 512 tokens: GBs).
+MAX_AUTO_LANES = 4
 ENV_CONFIG = "LITEBERT_SERVE_CONFIG"  # how --workers N passes the settings to each worker process
 
 
@@ -69,8 +71,11 @@ class ServeConfig:
     max_request_bytes: int = option(1_000_000, "largest request body", check=POSITIVE)
     timeout_s: float = option(30.0, "per-request limit, queueing included; past it the answer is a 504 "
                                       "(default: 30)", check=ABOVE_ZERO)
-    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: theirs)",
-                                 check=POSITIVE)
+    threads: int | None = option(None, "intra-op threads for torch / onnxruntime (default: 1 per lane when --lanes "
+                                       "is left to auto on a CPU with several cores, else theirs)", check=POSITIVE)
+    lanes: int | None = option(None, "model calls that run at once, each on its own thread (default: auto: on a "
+                                     f"CPU, one per core, at most {MAX_AUTO_LANES}, when --threads is not given; "
+                                     "else 1)", check=POSITIVE)
     device: str | None = option(None, "where the PyTorch backends run: cpu, cuda or cuda:N (default: cpu)")
     graceful_s: float = option(30.0, "how long SIGTERM waits for in-flight requests (default: 30)",
                                check=NON_NEGATIVE)
@@ -83,6 +88,17 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         check_options(self)  # types, choices and rules of every field: one check for library, CLI and --config
+
+    def concurrency(self) -> tuple[int, int | None]:
+        """(lanes, torch threads): what auto means on this host. On a CPU, lanes of one thread each serve more
+        than one lane of every core (litebert.batching); on a GPU, or where --threads is given, one lane."""
+        if self.lanes is not None:
+            return self.lanes, self.threads
+        on_cpu = self.device is None or self.device == "cpu"
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if not on_cpu or self.threads is not None or not self.batching or cores < 2:
+            return 1, self.threads
+        return min(cores, MAX_AUTO_LANES), 1
 
     def check(self) -> "ServeConfig":
         from litebert.pipelines import BACKENDS
@@ -151,7 +167,7 @@ def build_pipeline(cfg: ServeConfig):
     from litebert.pipelines import pipeline
 
     return pipeline(None, cfg.model, cfg.backend, batch_size=cfg.max_batch_size, onnx_file=cfg.onnx_file,
-                    threads=cfg.threads, truncation=cfg.truncation, device=cfg.device)
+                    threads=cfg.concurrency()[1], truncation=cfg.truncation, device=cfg.device)
 
 
 def create_app(cfg: ServeConfig, pipe=None):
@@ -219,7 +235,7 @@ def _lifespan(cfg: ServeConfig, pipe, state: dict):
             skips = getattr(getattr(p, "runner", None), "skips_padding", False)
             length = None if skips else approx_tokens  # None: each round is one batch
             batcher = Batcher(runner(p), cfg.max_batch_size, cfg.max_wait_ms / 1000, enabled=cfg.batching,
-                              wait_when_idle=cfg.wait_when_idle, length=length)
+                              wait_when_idle=cfg.wait_when_idle, length=length, lanes=cfg.concurrency()[0])
             batcher.start()
             state["batchers"][task] = batcher
         state["ready"] = True
@@ -405,6 +421,7 @@ def _add_routes(app, cfg: ServeConfig, record, state: dict, answer, PredictReque
         return {"task": record.task, "record": record.to_dict(), "backend": cfg.backend,
                 "precision": main.precision if main else None,
                 "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
+                "lanes": cfg.concurrency()[0], "threads": cfg.concurrency()[1],
                 "model_calls": {t: b.batches for t, b in state["batchers"].items()},
                 "items_run": {t: b.items for t, b in state["batchers"].items()},
                 "items_dropped": {t: b.dropped for t, b in state["batchers"].items()},
