@@ -11,7 +11,8 @@ it is the recipe (or the data).
         --model-set num_hidden_layers=2 --out experiments/recipe_records/control/NAME.json
 
 `--impls` picks the sides (litebert, hf; `hf-same-init` starts transformers from litebert's initial weights, so
-the two runs differ only by the model code). `--torch-adamw` uses torch.optim.AdamW with bias correction for both.
+the two runs differ only by the model code; `hf-bert` is transformers' BertForPreTraining of the same width and
+depth: what ALBERT's factorised embedding and sharing cost at this budget). `--torch-adamw` uses torch.optim.AdamW with bias correction for both.
 The record (JSON) holds the exact command, every evaluation, and each side's training loss curve.
 """
 
@@ -61,6 +62,21 @@ def hf_model(config: AlbertConfig, init_from: AlbertForPreTraining | None):
     return model
 
 
+def hf_bert(config: AlbertConfig):
+    """transformers' BertForPreTraining of the same width, depth, heads and vocabulary: no factorised embedding
+    (E = H), no cross-layer sharing; its NSP head takes the SOP labels (both are a 2-way head on the pooler)."""
+    import transformers
+
+    cfg = transformers.BertConfig(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+                                  num_hidden_layers=config.num_hidden_layers,
+                                  num_attention_heads=config.num_attention_heads,
+                                  intermediate_size=config.intermediate_size, hidden_act="gelu_new",
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                  max_position_embeddings=config.max_position_embeddings, type_vocab_size=2,
+                                  initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps)
+    return transformers.BertForPreTraining(cfg)
+
+
 def set_mlm_bias(side_name: str, model, bias: torch.Tensor) -> None:
     with torch.no_grad():
         if side_name == "litebert":
@@ -93,7 +109,8 @@ class Side:
         out = self.model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
                          token_type_ids=b["token_type_ids"])
         # transformers scores every position; gather the masked ones (the same targets, the same loss)
-        return gather_positions(out.prediction_logits, b["masked_positions"]), out.sop_logits
+        sentence = out.seq_relationship_logits if self.name == "hf-bert" else out.sop_logits
+        return gather_positions(out.prediction_logits, b["masked_positions"]), sentence
 
     def train_step(self, b, clip: float) -> float:
         t0 = time.perf_counter()
@@ -208,6 +225,9 @@ def main(argv=None) -> None:
         elif impl in ("hf", "hf-same-init"):
             torch.manual_seed(args.seed + 1)
             sides.append(Side(impl, hf_model(config, ours if impl == "hf-same-init" else None), args, args.steps))
+        elif impl == "hf-bert":
+            torch.manual_seed(args.seed + 2)
+            sides.append(Side(impl, hf_bert(config), args, args.steps))
         else:
             raise SystemExit(f"--impls: unknown side {impl!r}")
     if args.unigram_bias:
