@@ -569,33 +569,10 @@ def test_pretraining_learns_mlm_and_sentence_order(shared_data, tmp_path):
     assert abs(before - 0.5) < 0.06 and after > 0.6, (before, after)
 
 
-def write_markov_corpus(path: Path, vocab_file: Path, words: int = 100, documents: int = 2000, seed: int = 0) -> None:
-    """Text whose only structure is word order: `words` made-up words, each followed by one of three successors
-    (p = 0.6 / 0.25 / 0.15), sentences of 6-12 words, documents of 8 sentences; and a WordPiece vocabulary in
-    which each word is one token. At a [MASK], the commonest word is right ~8% of the time and the word that most
-    often follows the one before ~36%: a model beats the first only by reading its neighbours."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    vocab = sorted({"".join(rng.choice(letters, rng.integers(3, 7))) for _ in range(2 * words)})[:words]
-    successors = np.stack([rng.choice(words, 3, replace=False) for _ in range(words)])  # [words, 3]
-    with path.open("w", encoding="utf-8") as f:
-        for _ in range(documents):
-            for _ in range(8):
-                w, sentence = rng.integers(words), []
-                for _ in range(rng.integers(6, 13)):
-                    sentence.append(vocab[w])
-                    w = successors[w][rng.choice(3, p=[0.6, 0.25, 0.15])]
-                f.write(" ".join(sentence) + " .\n")
-            f.write("\n")
-    vocab_file.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *vocab]) + "\n")
-
-
 @pytest.mark.slow
 def test_pretraining_learns_to_read_the_neighbours_of_a_mask(tmp_path):
     """Issue 43's missing check: a run must leave the commonest-piece guess at [MASK], on text where only the
-    neighbours help (write_markov_corpus), through the whole pretrain path (store, SOP pairs, whole-word n-gram
+    neighbours help (litebert.lab.synthetic.write_markov_corpus), through the whole pretrain path (store, SOP pairs, whole-word n-gram
     masks, the loop, the held-out evaluator). ALBERT's shape (E 64 -> H 128, 2 layers, all shared), AdamW 2e-3 with
     the E -> H projection started at unit scale and trained at 0.03x the lr (docs/recipes.md, "What the model has
     not learned"), 600 updates of 64 x 64 tokens. When written (one thread): 31.4% / 30.4% / 30.1% at [MASK] over
@@ -603,6 +580,7 @@ def test_pretraining_learns_to_read_the_neighbours_of_a_mask(tmp_path):
     with the official projection 22.5% (seed 0), and with LAMB at 1e-2 (the demo's optimizer) 10.4%."""
     from litebert.config import AlbertConfig
     from litebert.data.store_build import build_store
+    from litebert.lab.synthetic import write_markov_corpus
     from litebert.tokenizer import WordPieceTokenizer
 
     write_markov_corpus(tmp_path / "corpus.txt", tmp_path / "vocab.txt")
