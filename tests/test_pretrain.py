@@ -572,12 +572,13 @@ def test_pretraining_learns_mlm_and_sentence_order(shared_data, tmp_path):
 @pytest.mark.slow
 def test_pretraining_learns_to_read_the_neighbours_of_a_mask(tmp_path):
     """Issue 43's missing check: a run must leave the commonest-piece guess at [MASK], on text where only the
-    neighbours help (litebert.lab.synthetic.write_markov_corpus), through the whole pretrain path (store, SOP pairs, whole-word n-gram
-    masks, the loop, the held-out evaluator). ALBERT's shape (E 64 -> H 128, 2 layers, all shared), AdamW 2e-3 with
-    the E -> H projection started at unit scale and trained at 0.03x the lr (docs/recipes.md, "What the model has
-    not learned"), 600 updates of 64 x 64 tokens. When written (one thread): 31.4% / 30.4% / 30.1% at [MASK] over
-    seeds 0 / 1 / 2, against 8.4% / 9.7% / 10.8% for the commonest word and 36% / 35% / 29% for the bigram table;
-    with the official projection 22.5% (seed 0), and with LAMB at 1e-2 (the demo's optimizer) 10.4%."""
+    neighbours help (litebert.lab.synthetic.write_markov_corpus), through the whole pretrain path (store, SOP pairs,
+    whole-word n-gram masks, the loop, the held-out evaluator). ALBERT's shape (E 64 -> H 128, 2 layers, all
+    shared), AdamW 2e-3 with the E -> H projection started at unit scale and trained at 0.03x the lr
+    (docs/recipes.md, "Session 16"), 600 updates of 64 x 32 tokens. When written (experiments/markov_text.py, one
+    thread): 44.0% / 41.5% / 42.3% at [MASK] for seeds 0 / 1 / 2, against 10.1% / 9.1% / 8.2% for the commonest
+    word and 31.5% / 41.5% / 34.7% for the bigram table (the model reads the word after, too); LAMB at 1e-2 (the
+    demo's optimizer) 13.7% and pretrain's defaults the commonest word (at 64 tokens: docs/recipes.md)."""
     from litebert.config import AlbertConfig
     from litebert.data.store_build import build_store
     from litebert.lab.synthetic import write_markov_corpus
@@ -590,7 +591,7 @@ def test_pretraining_learns_to_read_the_neighbours_of_a_mask(tmp_path):
     AlbertConfig(vocab_size=store.vocab_size, embedding_size=64, hidden_size=128, num_hidden_layers=2,
                  num_attention_heads=2, intermediate_size=512, max_position_embeddings=64).to_json(tmp_path / "m.json")
     run = tmp_path / "run"
-    pretrain(PretrainConfig(model=str(tmp_path / "m.json"), data=str(store.path), out=str(run), max_seq_length=64,
+    pretrain(PretrainConfig(model=str(tmp_path / "m.json"), data=str(store.path), out=str(run), max_seq_length=32,
                             max_predictions_per_seq=10, batch_size=64, micro_batch_size=64, steps=600, lr=2e-3,
                             optimizer="adamw", warmup_steps=60, projection_init="unit", projection_lr_scale=0.03,
                             threads=2, log_every=50, save_every=600, eval_batches=8))
@@ -600,7 +601,7 @@ def test_pretraining_learns_to_read_the_neighbours_of_a_mask(tmp_path):
     acc, commonest, bigram = (held_out[k] for k in ("eval_mlm_acc_mask", "eval_base_mask_commonest",
                                                      "eval_base_mask_bigram"))
     assert 0.05 < commonest < 0.12 and bigram > 0.3, held_out  # the corpus is what the docstring says
-    assert acc > 2.5 * commonest and acc > 0.6 * bigram, held_out
+    assert acc > 3 * commonest and acc > 0.9 * bigram, held_out
     assert all(r["health_spread"] > 10 * COLLAPSE_SPREAD for r in rows if "health_spread" in r)
 
 
