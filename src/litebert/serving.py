@@ -418,10 +418,11 @@ def _add_routes(app, cfg: ServeConfig, record, state: dict, answer, PredictReque
     @app.get("/info")
     async def info():
         main = state["pipes"].get(record.task)
+        lanes, threads = cfg.concurrency()
         return {"task": record.task, "record": record.to_dict(), "backend": cfg.backend,
                 "precision": main.precision if main else None,
                 "settings": {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")},
-                "lanes": cfg.concurrency()[0], "threads": cfg.concurrency()[1],
+                "lanes": lanes, "threads": threads,
                 "model_calls": {t: b.batches for t, b in state["batchers"].items()},
                 "items_run": {t: b.items for t, b in state["batchers"].items()},
                 "items_dropped": {t: b.dropped for t, b in state["batchers"].items()},

@@ -874,6 +874,7 @@ class WordPieceTokenizer(_TokenizerBase):
 
     tokenizer_class = "BertTokenizer"
     vocab_file_name = "vocab.txt"
+    REQUIRED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # pad, unk, cls, sep, mask: every vocab has them
     setting_names = ("do_lower_case", "strip_accents")
     json_kind, bytes_argument = "wordpiece", "vocab_bytes"  # how a tokenizer.json of this kind is read
     _SPECIAL = re.compile(r"^\[[^\[\]]+\]$|^<[^<>]+>$")  # [PAD] [unused7] <S>: never produced from text
@@ -892,7 +893,7 @@ class WordPieceTokenizer(_TokenizerBase):
         self._strip = do_lower_case if strip_accents is None else strip_accents
         self.max_input_chars_per_word = max_input_chars_per_word  # HF's 100; the official file uses 200
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            self._required_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+            self._required_id(t) for t in self.REQUIRED_TOKENS)
         self.special_ids = frozenset(i for i, t in enumerate(self.tokens) if self._SPECIAL.match(t))
         self._cache: dict[str, list[tuple[int, int, int]]] = {}
         self._word_start = None

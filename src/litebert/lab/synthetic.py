@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+from litebert.tokenizer import WordPieceTokenizer
 
 
 def write_markov_corpus(path: Path, vocab_file: Path, words: int = 100, documents: int = 2000,
@@ -32,4 +32,4 @@ def write_markov_corpus(path: Path, vocab_file: Path, words: int = 100, document
                     w = successors[w][rng.choice(3, p=[0.6, 0.25, 0.15])]
                 f.write(" ".join(sentence) + " .\n")
             f.write("\n")
-    Path(vocab_file).write_text("\n".join([*SPECIALS, ".", *vocab]) + "\n", encoding="utf-8")
+    Path(vocab_file).write_text("\n".join([*WordPieceTokenizer.REQUIRED_TOKENS, ".", *vocab]) + "\n", encoding="utf-8")
