@@ -13,7 +13,12 @@ it is the recipe (or the data).
 `--impls` picks the sides (litebert, hf; `hf-same-init` starts transformers from litebert's initial weights, so
 the two runs differ only by the model code; `hf-bert` is transformers' BertForPreTraining of the same width and
 depth: what ALBERT's factorised embedding and sharing cost at this budget). `--torch-adamw` uses torch.optim.AdamW with bias correction for both.
-The record (JSON) holds the exact command, every evaluation, and each side's training loss curve.
+The record (JSON) holds the exact command, every evaluation, and each side's training loss curve; with
+`--health-every N`, each side's `health_spread` every N updates (the collapse, as it happens).
+
+    python experiments/hf_control.py plot OUT.png RECORD.json [RECORD.json ...]
+
+draws every side's health_spread of the records against the update (log scale), one line per record and side.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from litebert.config import AlbertConfig
 from litebert.convert.hf_map import ours_to_hf
 from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.data.store import TokenStore
+from litebert.health import COLLAPSE_SPREAD, spread, store_health_batch
 from litebert.mlm_scores import MlmTally, piece_table
 from litebert.model import AlbertForPreTraining, gather_positions, masked_lm_loss
 from litebert.optim import build_optimizer, make_scheduler, param_groups
@@ -141,6 +147,19 @@ class Side:
         return {k: r[k] for k in ("eval_mlm_acc_mask", "eval_mlm_loss_mask", "eval_mlm_acc_kept",
                                   "eval_base_mask_bigram", "eval_base_mask_commonest")}
 
+    @torch.no_grad()
+    def health_spread(self, batch) -> float:
+        """litebert.health's `health_spread` of this side's last layer on `batch`, whatever the model code."""
+        self.model.eval()
+        ids, mask, types = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+        if self.name == "litebert":
+            hidden = self.model.albert(ids, mask, types).sequence_output  # [B, L, H]
+        else:
+            encoder = self.model.bert if self.name == "hf-bert" else self.model.albert
+            hidden = encoder(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        w = mask[..., None].double()
+        return spread((hidden.double() * w).sum(1) / w.sum(1).clamp_min(1.0))  # the mean over real tokens [B, H]
+
 
 class TokenMasking:
     """transformers run_mlm's data, as a check on ours: contiguous windows of the training split's token stream
@@ -173,7 +192,41 @@ class TokenMasking:
                 "masked_ids": t(tgt), "masked_weights": t(w), "sop_labels": torch.full((size,), -100)}
 
 
+def plot_health(out: Path, records: list[Path]) -> None:
+    """Every side's health_spread (evaluations and --health-every rows) against the update, log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for path in records:
+        rec = json.loads(Path(path).read_text())
+        points: dict[str, dict[int, float]] = {}
+        for row in rec["evals"]:
+            for side, v in row.items():
+                if isinstance(v, dict) and "health_spread" in v:
+                    points.setdefault(side, {})[row["step"]] = v["health_spread"]
+        for row in rec.get("health", []):
+            for side, v in row.items():
+                if side != "step":
+                    points.setdefault(side, {})[row["step"]] = v
+        for side, curve in points.items():
+            steps = sorted(curve)
+            ax.plot(steps, [max(curve[k], 1e-9) for k in steps], marker=".", label=f"{Path(path).stem}: {side}",
+                    linestyle="-" if side == "litebert" else "--")
+    ax.axhline(COLLAPSE_SPREAD, color="grey", linewidth=0.8)
+    ax.set(yscale="log", xlabel="update", ylabel=f"health_spread (under {COLLAPSE_SPREAD:g}: collapsed)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
 def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plot"]:
+        return plot_health(Path(argv[1]), [Path(a) for a in argv[2:]])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--store", required=True)
     p.add_argument("--preset", default="albert-tiny")
@@ -194,6 +247,10 @@ def main(argv=None) -> None:
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default 5%% of --steps)")
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--evals", type=int, default=6)
+    p.add_argument("--stop-at", type=int, default=None,
+                   help="train only the first N updates of the --steps schedule (a collapse shows early)")
+    p.add_argument("--health-every", type=int, default=0,
+                   help="every N updates, each side's health_spread on one fixed held-out batch (0: at evals only)")
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
@@ -240,22 +297,30 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(args.seed)
     simple = TokenMasking(store, args.seq, args.masked_lm_prob, max_pred, args.seed) if args.data == "tokens" else None
     epoch, order, cursor = 0, rng.permutation(len(train)), 0
-    record = {"command": " ".join(["python", "experiments/hf_control.py", *(argv or sys.argv[1:])]),
+    record = {"command": " ".join(["python", "experiments/hf_control.py", *argv]),
               "config": {k: getattr(config, k) for k in ("embedding_size", "hidden_size", "num_hidden_layers",
                                                          "intermediate_size", "num_attention_heads", "vocab_size",
                                                          "layer_norm_position")},
               "evals": []}
-    eval_at = set(np.linspace(0, args.steps, args.evals + 1).round().astype(int).tolist())
+    last = min(args.steps, args.stop_at or args.steps)
+    eval_at = set(np.linspace(0, last, args.evals + 1).round().astype(int).tolist())
+    health_batch = store_health_batch(store, args.seq)
+    record["health"] = []
     tokens = 0
-    for step in range(args.steps + 1):
+    for step in range(last + 1):
         if step in eval_at:
             row = {"step": step, "tokens": tokens}
             for s in sides:
                 row[s.name] = s.evaluate(eval_batches, store)
+                row[s.name]["health_spread"] = s.health_spread(health_batch)
                 row[s.name]["train_seconds"] = round(s.seconds, 1)
             record["evals"].append(row)
             print(json.dumps(row), flush=True)
-        if step == args.steps:
+        elif args.health_every and step % args.health_every == 0:
+            row = {"step": step, **{s.name: s.health_spread(health_batch) for s in sides}}
+            record["health"].append(row)
+            print(json.dumps({"health_spread": row}), flush=True)
+        if step == last:
             break
         if args.data == "tokens":
             batch = simple.batch(args.batch)

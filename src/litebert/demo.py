@@ -75,26 +75,13 @@ def write_corpus(path: Path) -> dict[str, int]:
     return {"documents": docs, "sentences": sentences, "bytes": path.stat().st_size}
 
 
-def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | None = None, vocab_size: int = 8000,
-             seed: int = 0, threads: int | None = None) -> dict:
-    """The whole pipeline. Pretraining gets `minutes` of wall clock: a few probe steps measure this machine's
-    speed and set the step count (or pass `steps`), so the demo ends in about minutes + 2 however fast the CPU."""
-    from litebert.checkpoint import find_latest_checkpoint
-    from litebert.config import AlbertConfig
+def build_demo_data(out: Path, vocab_size: int = 8000, seed: int = 0, say=lambda msg: None):
+    """corpus.txt -> tokenizer/ -> store/ under `out`: the demo's data, the same on every run of the same Python.
+    Returns the opened TokenStore."""
     from litebert.data.store_build import build_store
-    from litebert.families.mlm import fill_mask, format_predictions
-    from litebert.model import AlbertForPreTraining
-    from litebert.pretrain import PretrainConfig, measure_seconds_per_step, pretrain
-    from litebert.pretrain_eval import held_out_eval
     from litebert.tokenizer_train import train_sentencepiece
 
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-
-    def say(msg: str) -> None:
-        print(f"[demo {time.perf_counter() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
     corpus = out / "corpus.txt"
     stats = write_corpus(corpus)
     say(f"corpus: {stats['documents']:,} documents, {stats['sentences']:,} sentences, "
@@ -104,6 +91,47 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     store = build_store([corpus], out / "tokenizer", out / "store", workers=2, validation_fraction=0.05,
                         seed=seed, overwrite=True)
     say(f"token store: {store.stats['kept']['tokens']:,} tokens -> {out / 'store'}")
+    return store
+
+
+def demo_pretrain_config(model: str | Path, store: str | Path, out: str | Path, minutes: float = 5.0,
+                         steps: int | None = None, seed: int = 0, threads: int | None = None):
+    """The demo's pretraining run as a PretrainConfig: DEMO_RECIPE, and for a time budget (`steps` None) a step
+    count measured on this machine, with the wall clock as the budget."""
+    from litebert.pretrain import PretrainConfig, measure_seconds_per_step
+
+    base = dict(model=str(model), data=str(store), **DEMO_RECIPE, seed=seed, eval_batches=20, threads=threads)
+    budget = None
+    if steps is None:
+        per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out)), steps=10)
+        # The probe's pace is a forecast: room for twice the steps it predicts, so that the wall clock, not the
+        # step count, ends the run (and its schedule, which follows whichever is further along) on a machine that
+        # gets quieter as well as on one that gets busier.
+        steps = max(50, int(2 * minutes * 60 / per_step))
+        budget = f"{minutes * 60:g}s"
+    return PretrainConfig(**base, out=str(out), steps=steps, warmup_steps=steps // 20,
+                          log_every=max(1, steps // 20), eval_every=max(1, steps // 4), save_every=steps,
+                          resume="none", max_time=budget)
+
+
+def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | None = None, vocab_size: int = 8000,
+             seed: int = 0, threads: int | None = None) -> dict:
+    """The whole pipeline. Pretraining gets `minutes` of wall clock: a few probe steps measure this machine's
+    speed and set the step count (or pass `steps`), so the demo ends in about minutes + 2 however fast the CPU."""
+    from litebert.checkpoint import find_latest_checkpoint
+    from litebert.config import AlbertConfig
+    from litebert.families.mlm import fill_mask, format_predictions
+    from litebert.model import AlbertForPreTraining
+    from litebert.pretrain import pretrain
+    from litebert.pretrain_eval import held_out_eval
+
+    out = Path(out)
+    t0 = time.perf_counter()
+
+    def say(msg: str) -> None:
+        print(f"[demo {time.perf_counter() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    store = build_demo_data(out, vocab_size, seed, say)
     # albert-tiny: E=64, H=128, one shared block applied DEMO_MODEL's times, with the recipe of docs/recipes.md.
     shape = {k: v for k, v in DEMO_MODEL.items() if k != "preset"}
     model_config = AlbertConfig.from_preset(DEMO_MODEL["preset"], vocab_size=store.vocab_size, **shape)
@@ -114,24 +142,14 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
         threads = 1
         say(f"the machine is busy (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): pretraining "
             "with 1 thread (--threads N to choose)")
-    base = dict(model=str(out / "model.json"), data=str(out / "store"), **DEMO_RECIPE, seed=seed, eval_batches=20,
-                threads=threads)
-    budget = None
-    if steps is None:
-        per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out / "pretrain")), steps=10)
-        # The probe's pace is a forecast: room for twice the steps it predicts, so that the wall clock, not the
-        # step count, ends the run (and its schedule, which follows whichever is further along) on a machine that
-        # gets quieter as well as on one that gets busier.
-        steps = max(50, int(2 * minutes * 60 / per_step))
-        budget = f"{minutes * 60:g}s"
     # The store was just rebuilt and the step count re-measured, so a previous demo's checkpoints (say, 1,732
     # steps on a faster machine) belong to another run: start the pretraining afresh instead of resuming them.
     if (out / "pretrain").exists():
         shutil.rmtree(out / "pretrain")
         say(f"removed the previous demo's pretraining run {out / 'pretrain'}")
-    cfg = PretrainConfig(**base, out=str(out / "pretrain"), steps=steps, warmup_steps=steps // 20,
-                         log_every=max(1, steps // 20), eval_every=max(1, steps // 4), save_every=steps,
-                         resume="none", max_time=budget)
+    cfg = demo_pretrain_config(out / "model.json", out / "store", out / "pretrain", minutes, steps, seed, threads)
+    budget = cfg.max_time
+    steps = cfg.steps
     length = f"{steps} steps" + (f" or {minutes:g} minutes, whichever ends first (the learning-rate schedule follows "
                                  "the one further along, so it is finished either way)" if budget else "")
     say(f"pretraining albert-tiny (E={model_config.embedding_size}, H={model_config.hidden_size}, "
