@@ -30,6 +30,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -237,7 +238,7 @@ def main(argv=None) -> None:
     print(f"(commonest piece {r['eval_base_mask_commonest']:.1%}, bigram table {r['eval_base_mask_bigram']:.1%}, "
           f"{r['eval_targets_mask']:,} held-out [MASK] targets; target: litebert >= {TARGET}x run_mlm's recipe)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "host": host_line(),
+        Path(args.json).write_text(json.dumps({"command": shlex.join(["python", *sys.argv]), "host": host_line(),
                                                "minutes": args.minutes, "sides": records}, indent=1))
 
 
