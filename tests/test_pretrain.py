@@ -152,6 +152,9 @@ def test_a_time_budget_stops_cleanly_with_a_checkpoint_and_a_final_model(tiny_da
     assert (run / "final" / "step.txt").read_text().strip() == str(step)
     lines = [x for x in err.splitlines() if x.startswith("step ")]
     assert lines and all(re.search(r" elapsed=\d+:\d\d eta=(\d+:)?\d+:\d\d$", x) for x in lines), lines[:3]
+    # The eta is the time budget's, not 100,000 steps at this pace (which would read hours).
+    etas = [re.search(r" eta=(\S+)$", x).group(1) for x in lines]
+    assert all(e in ("0:00", "0:01", "0:02") for e in etas), etas
     # The schedule followed the wall clock: it is at its end when the budget stops the run, and the checkpoint
     # records the seconds spent (a resume continues that clock).
     assert "over the budget's fraction used: wall clock (--max-time 2s)" in err

@@ -293,7 +293,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
     watch = CollapseWatch()
     last = {}
     window_tokens, window_start = 0.0, time.perf_counter()
-    started, start_step = time.perf_counter(), run.step
+    started, start_step, start_tokens = time.perf_counter(), run.step, run.tokens
     while run.step < cfg.steps:
         inject_fault("kill", run.step, d.rank)
         inject_fault("stop", run.step, d.rank)
@@ -330,7 +330,7 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
                 if declared:
                     say(f"litebert pretrain: warning: {collapse_message(last, run.step, watch.first_dip, collapse_advice(cfg))}")
             log.write(last)
-            bar(last, eta(last["elapsed"], run.step - start_step, cfg.steps - run.step))
+            bar(last, budget_eta(run, last["elapsed"], run.step - start_step, run.tokens - start_tokens))
             window_tokens, window_start = 0.0, time.perf_counter()
             if cfg.on_collapse == "stop" and cfg.health and on_any_rank(d, declared):
                 save(run)
@@ -394,6 +394,19 @@ def budget_progress(run: Run) -> float:
     if cfg.max_seconds is not None:
         fractions.append(run.elapsed / cfg.max_seconds)
     return min(1.0, max(fractions))
+
+
+def budget_eta(run: Run, session_seconds: float, session_steps: int, session_tokens: float) -> float | None:
+    """Seconds until whichever budget ends the run first (--steps, --max-tokens at this session's pace, or what
+    is left of --max-time), so a time-budget run with a large --steps shows its real end, not the steps' pace."""
+    cfg = run.cfg
+    left = [eta(session_seconds, session_steps, cfg.steps - run.step)]
+    if cfg.max_tokens is not None and session_tokens > 0:
+        left.append(session_seconds / session_tokens * max(0.0, cfg.max_tokens - run.tokens))
+    if cfg.max_seconds is not None:
+        left.append(max(0.0, cfg.max_seconds - run.elapsed))
+    known = [x for x in left if x is not None]
+    return min(known) if known else None
 
 
 def stop_signals(run: Run, session: float, sigterm: bool) -> tuple[str, bool, float]:
