@@ -57,3 +57,6 @@ def test_on_a_0_column_pty_log_lines_land_above_the_bar():
 def test_elapsed_and_eta_read_as_clock_times():
     assert format_seconds(3723) == "1:02:03" and format_seconds(75) == "1:15" and format_seconds(None) == "?"
     assert eta(10.0, 5, 15) == 30.0 and eta(0.0, 0, 10) is None
+    # another budget that ends the run sooner wins; one that ends later, or none, leaves the pace's estimate
+    assert eta(10.0, 5, 15, 12.0) == 12.0 and eta(10.0, 5, 15, 90.0, None) == 30.0 and eta(10.0, 5, 15, -3.0) == 0.0
+    assert eta(0.0, 0, 10, 20.0) == 20.0

@@ -145,7 +145,7 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     log = (run.out_dir / "metrics.jsonl").open("a" if run.resume is not None else "w")
     # --report-to: the records below also go to the trackers, with the run record (finetune.json) as parameters
     trackers = Trackers(parse_report_to(cfg.report_to), run.out_dir, "finetune", dataclasses.asdict(cfg))
-    bar = _progress(steps, cfg.log_every)
+    bar = _progress(steps, cfg.log_every, cfg.max_seconds)
     t0 = time.perf_counter()
     with TermSignal() as term:  # SIGTERM: finish the step, save a checkpoint, stop
         while step < steps:
@@ -271,13 +271,14 @@ def _write(f, trackers: Trackers, record: dict) -> None:
     trackers.log(record)
 
 
-def _progress(total: int, log_every: int):
-    """Per-step update: a tqdm bar on a terminal; otherwise a log line every `log_every` steps (and the last)."""
+def _progress(total: int, log_every: int, max_seconds: float | None = None):
+    """Per-step update: a tqdm bar on a terminal; otherwise a log line every `log_every` steps (and the last), whose
+    eta is the nearer of the steps' and --max-time's ends."""
     if not on_terminal():
         def line(step, loss, lr, elapsed):
             if step % log_every == 0 or step == total:
                 say(f"step {step}/{total} loss={loss:.4f} lr={lr:.3g} elapsed={format_seconds(elapsed)} "
-                    f"eta={format_seconds(eta(elapsed, step, total - step))}")
+                    f"eta={format_seconds(eta(elapsed, step, total - step, None if max_seconds is None else max_seconds - elapsed))}")
         return line
     bar = make_bar(total, desc="finetune")
 

@@ -397,16 +397,13 @@ def budget_progress(run: Run) -> float:
 
 
 def budget_eta(run: Run, session_seconds: float, session_steps: int, session_tokens: float) -> float | None:
-    """Seconds until whichever budget ends the run first (--steps, --max-tokens at this session's pace, or what
+    """Seconds until whichever budget ends the run first (--steps or --max-tokens at this session's pace, or what
     is left of --max-time), so a time-budget run with a large --steps shows its real end, not the steps' pace."""
     cfg = run.cfg
-    left = [eta(session_seconds, session_steps, cfg.steps - run.step)]
-    if cfg.max_tokens is not None and session_tokens > 0:
-        left.append(session_seconds / session_tokens * max(0.0, cfg.max_tokens - run.tokens))
-    if cfg.max_seconds is not None:
-        left.append(max(0.0, cfg.max_seconds - run.elapsed))
-    known = [x for x in left if x is not None]
-    return min(known) if known else None
+    tokens_left = (eta(session_seconds, session_tokens, max(0.0, cfg.max_tokens - run.tokens))
+                   if cfg.max_tokens is not None else None)
+    time_left = cfg.max_seconds - run.elapsed if cfg.max_seconds is not None else None
+    return eta(session_seconds, session_steps, cfg.steps - run.step, tokens_left, time_left)
 
 
 def stop_signals(run: Run, session: float, sigterm: bool) -> tuple[str, bool, float]:

@@ -61,6 +61,9 @@ def format_seconds(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def eta(elapsed: float, done: int, remaining: int) -> float | None:
-    """Seconds left at the pace so far (None before the first step)."""
-    return elapsed / done * remaining if done > 0 else None
+def eta(elapsed: float, done: float, remaining: float, *limits: float | None) -> float | None:
+    """Seconds left at the pace so far (None before the first step), or less where another budget ends the run
+    sooner: each of `limits` is seconds left by some other clock (None: no such budget)."""
+    left = [elapsed / done * remaining] if done > 0 else []
+    left += [max(0.0, x) for x in limits if x is not None]
+    return min(left) if left else None
