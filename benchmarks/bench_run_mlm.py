@@ -154,16 +154,12 @@ def train_litebert(work: Path, out: Path, seconds: float, seed: int) -> dict:
 
 
 def score(work: Path, model_dir: Path, seed: int) -> dict:
-    """litebert's held-out evaluator on the demo store, the demo's evaluation settings (20 batches of 32, fp32)."""
+    """litebert's held-out evaluator on the demo store, with the demo's own evaluation settings."""
     from litebert.data.store import TokenStore
-    from litebert.demo import DEMO_RECIPE
-    from litebert.model import AlbertForPreTraining
-    from litebert.pretrain import PretrainConfig
-    from litebert.pretrain_eval import held_out_eval
+    from litebert.demo import demo_held_out_eval, demo_pretrain_config
 
-    cfg = PretrainConfig(model=str(work / "model.json"), data=str(work / "store"), out=str(model_dir),
-                         **{**DEMO_RECIPE, "micro_batch_size": 32}, eval_batches=20, seed=seed)
-    r = held_out_eval(AlbertForPreTraining.from_pretrained(model_dir), TokenStore.open(work / "store"), cfg, "fp32")
+    cfg = demo_pretrain_config(work / "model.json", work / "store", model_dir, steps=1, seed=seed)  # steps: no probe
+    r = demo_held_out_eval(model_dir, TokenStore.open(work / "store"), cfg)
     return {k: r[k] for k in ("eval_mlm_acc_mask", "eval_mlm_loss_mask", "eval_base_mask_commonest",
                               "eval_base_mask_bigram", "eval_targets_mask")}
 
@@ -202,8 +198,7 @@ def main(argv=None) -> None:
     if args.child:
         return run_side(args)
 
-    from litebert.config import AlbertConfig
-    from litebert.demo import DEMO_MODEL, build_demo_data
+    from litebert.demo import build_demo_data, demo_model_config
     from litebert.lab.bench import host_line
 
     sides = args.sides.split(";") if ";" in args.sides else args.sides.split(",")
@@ -211,8 +206,7 @@ def main(argv=None) -> None:
         parse_side(spec)
     work = Path(args.workdir)
     store = build_demo_data(work, args.vocab_size, args.seed, lambda m: print(m, file=sys.stderr, flush=True))
-    shape = {k: v for k, v in DEMO_MODEL.items() if k != "preset"}
-    AlbertConfig.from_preset(DEMO_MODEL["preset"], vocab_size=store.vocab_size, **shape).to_json(work / "model.json")
+    demo_model_config(store.vocab_size).to_json(work / "model.json")
     print(host_line(), flush=True)
     records, pending, running = [], list(sides), []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -38,7 +38,7 @@ from litebert.config import AlbertConfig
 from litebert.convert.hf_map import ours_to_hf
 from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.data.store import TokenStore
-from litebert.health import COLLAPSE_SPREAD, spread, store_health_batch
+from litebert.health import COLLAPSE_SPREAD, sentence_spread, store_health_batch
 from litebert.mlm_scores import MlmTally, piece_table
 from litebert.model import AlbertForPreTraining, gather_positions, masked_lm_loss
 from litebert.optim import build_optimizer, make_scheduler, param_groups
@@ -157,8 +157,7 @@ class Side:
         else:
             encoder = self.model.bert if self.name == "hf-bert" else self.model.albert
             hidden = encoder(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
-        w = mask[..., None].double()
-        return spread((hidden.double() * w).sum(1) / w.sum(1).clamp_min(1.0))  # the mean over real tokens [B, H]
+        return sentence_spread(hidden, mask)
 
 
 class TokenMasking:

@@ -114,16 +114,32 @@ def demo_pretrain_config(model: str | Path, store: str | Path, out: str | Path, 
                           resume="none", max_time=budget)
 
 
+def demo_model_config(vocab_size: int):
+    """albert-tiny (E=64, H=128) with its one shared block applied DEMO_MODEL's times, for a `vocab_size` vocabulary."""
+    from litebert.config import AlbertConfig
+
+    shape = {k: v for k, v in DEMO_MODEL.items() if k != "preset"}
+    return AlbertConfig.from_preset(DEMO_MODEL["preset"], vocab_size=vocab_size, **shape)
+
+
+def demo_held_out_eval(model_dir: str | Path, store, cfg) -> dict[str, float]:
+    """The demo's held-out figures of the model in `model_dir` (ALBERT's 15% masking whatever the training rate, so
+    they compare across recipes) over 20 batches of 32 pairs, in fp32: `litebert evaluate --model DEMO_DIR
+    --batch-size 32 --precision fp32` repeats them. `cfg` is the run's PretrainConfig (demo_pretrain_config)."""
+    from litebert.model import AlbertForPreTraining
+    from litebert.pretrain_eval import held_out_eval
+
+    model = AlbertForPreTraining.from_pretrained(model_dir)
+    return held_out_eval(model, store, dataclasses.replace(cfg, micro_batch_size=32), "fp32")
+
+
 def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | None = None, vocab_size: int = 8000,
              seed: int = 0, threads: int | None = None) -> dict:
     """The whole pipeline. Pretraining gets `minutes` of wall clock: a few probe steps measure this machine's
     speed and set the step count (or pass `steps`), so the demo ends in about minutes + 2 however fast the CPU."""
     from litebert.checkpoint import find_latest_checkpoint
-    from litebert.config import AlbertConfig
     from litebert.families.mlm import fill_mask, format_predictions
-    from litebert.model import AlbertForPreTraining
     from litebert.pretrain import pretrain
-    from litebert.pretrain_eval import held_out_eval
 
     out = Path(out)
     t0 = time.perf_counter()
@@ -132,9 +148,7 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
         print(f"[demo {time.perf_counter() - t0:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
     store = build_demo_data(out, vocab_size, seed, say)
-    # albert-tiny: E=64, H=128, one shared block applied DEMO_MODEL's times, with the recipe of docs/recipes.md.
-    shape = {k: v for k, v in DEMO_MODEL.items() if k != "preset"}
-    model_config = AlbertConfig.from_preset(DEMO_MODEL["preset"], vocab_size=store.vocab_size, **shape)
+    model_config = demo_model_config(store.vocab_size)
     model_config.to_json(out / "model.json")
     if threads is None and busy():
         # Threads that wait for each other on a machine that is already busy train several times fewer tokens
@@ -148,23 +162,18 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
         shutil.rmtree(out / "pretrain")
         say(f"removed the previous demo's pretraining run {out / 'pretrain'}")
     cfg = demo_pretrain_config(out / "model.json", out / "store", out / "pretrain", minutes, steps, seed, threads)
-    budget = cfg.max_time
-    steps = cfg.steps
-    length = f"{steps} steps" + (f" or {minutes:g} minutes, whichever ends first (the learning-rate schedule follows "
-                                 "the one further along, so it is finished either way)" if budget else "")
+    length = f"{cfg.steps} steps" + (f" or {minutes:g} minutes, whichever ends first (the learning-rate schedule "
+                                     "follows the one further along, so it is finished either way)"
+                                     if cfg.max_time else "")
     say(f"pretraining albert-tiny (E={model_config.embedding_size}, H={model_config.hidden_size}, "
         f"{model_config.num_hidden_layers} layers, all-shared) for {length}: batches of "
         f"{cfg.batch_size} x {cfg.max_seq_length} tokens, {cfg.masked_lm_prob:.0%} masked")
     result = pretrain(cfg)
-    say(f"pretraining done: {result.get('tokens', 0):,.0f} tokens in {result.get('step', steps)} steps")
+    say(f"pretraining done: {result.get('tokens', 0):,.0f} tokens in {result.get('step', cfg.steps)} steps")
     ckpt = out / "pretrain" / "final"  # the model at the last step (--steps, or where the time budget ran out)
     last = find_latest_checkpoint(out / "pretrain")
-    # The run's held-out figures (ALBERT's 15% masking whatever the training rate, so they compare across recipes)
-    # over 20 batches of 32 pairs, in fp32: `litebert evaluate --model DEMO_DIR --batch-size 32 --precision fp32`
-    # repeats them.
-    model = AlbertForPreTraining.from_pretrained(ckpt)
-    result.update(held_out_eval(model, store, dataclasses.replace(cfg, micro_batch_size=32), "fp32"))
-    print("\n" + "\n".join(summary_lines(result, minutes if budget else None, threads)))
+    result.update(demo_held_out_eval(ckpt, store, cfg))
+    print("\n" + "\n".join(summary_lines(result, minutes if cfg.max_time else None, threads)))
     print(f"\nFill-mask with {ckpt}:")
     for text, masks in zip(FILL_MASK_EXAMPLES, fill_mask(ckpt, FILL_MASK_EXAMPLES, top_k=5)):
         print(f"  {text}\n    -> " + format_predictions(masks[0], ".2f"))

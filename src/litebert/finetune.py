@@ -277,8 +277,9 @@ def _progress(total: int, log_every: int, max_seconds: float | None = None):
     if not on_terminal():
         def line(step, loss, lr, elapsed):
             if step % log_every == 0 or step == total:
+                time_left = None if max_seconds is None else max_seconds - elapsed
                 say(f"step {step}/{total} loss={loss:.4f} lr={lr:.3g} elapsed={format_seconds(elapsed)} "
-                    f"eta={format_seconds(eta(elapsed, step, total - step, None if max_seconds is None else max_seconds - elapsed))}")
+                    f"eta={format_seconds(eta(elapsed, step, total - step, time_left))}")
         return line
     bar = make_bar(total, desc="finetune")
 

@@ -36,6 +36,13 @@ def spread(x: torch.Tensor) -> float:
     return (x.std(0, unbiased=False).mean() / rms).item() if rms > 0 else 0.0
 
 
+def sentence_spread(hidden: torch.Tensor, mask: torch.Tensor) -> float:
+    """`health_spread` of a last layer: hidden [B, L, H], mask [B, L] (1 at real tokens) -> the spread of the
+    sentence vectors, each the mean of its real tokens' hidden states. Any encoder's output will do."""
+    weights = mask[..., None].double()  # [B, L, 1]
+    return spread((hidden.double() * weights).sum(1) / weights.sum(1).clamp_min(1.0))  # [B, H]
+
+
 def mean_pairwise_cosine(x: torch.Tensor) -> float:
     """x [B, H] -> mean cosine similarity over the B (B - 1) ordered pairs of distinct rows."""
     b = x.shape[0]
@@ -56,9 +63,7 @@ def representation_health(encoder: torch.nn.Module, batch: dict[str, torch.Tenso
         device = next(encoder.parameters()).device
         mask = batch["attention_mask"].to(device)
         out = encoder(batch["input_ids"].to(device), mask, batch["token_type_ids"].to(device))
-        weights = mask[..., None].double()  # [B, L, 1]
-        sentence = (out.sequence_output.double() * weights).sum(1) / weights.sum(1).clamp_min(1.0)  # [B, H]
-        result = {"health_spread": spread(sentence)}
+        result = {"health_spread": sentence_spread(out.sequence_output, mask)}
         if out.pooled_output is not None:
             result["health_pooled_cos"] = mean_pairwise_cosine(out.pooled_output)
         return result
