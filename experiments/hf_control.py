@@ -225,6 +225,8 @@ def plot_health(out: Path, records: list[Path]) -> None:
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["plot"]:
+        if len(argv) < 3:
+            raise SystemExit("usage: hf_control.py plot OUT.png RECORD.json [RECORD.json ...]")
         return plot_health(Path(argv[1]), [Path(a) for a in argv[2:]])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--store", required=True)
