@@ -83,6 +83,25 @@ def hf_bert(config: AlbertConfig):
     return transformers.BertForPreTraining(cfg)
 
 
+HF_BRANCH_WEIGHTS = ("attention.value.weight", "attention.dense.weight", "ffn.weight", "ffn_output.weight")
+
+
+def init_branches(side_name: str, model, scale: float) -> None:
+    """The same residual-branch scaling on either side: litebert's `init_branches`, or transformers' parameters of
+    the same roles (value, attention output, the two feed-forward matrices)."""
+    if side_name == "litebert":
+        return model.init_branches(scale)
+    if side_name == "hf-bert":
+        raise SystemExit("--branch-init-scale: not wired for hf-bert")
+    scaled = 0
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(HF_BRANCH_WEIGHTS):
+                p *= scale
+                scaled += 1
+    assert scaled == len(HF_BRANCH_WEIGHTS), scaled  # one shared layer: one of each
+
+
 def set_mlm_bias(side_name: str, model, bias: torch.Tensor) -> None:
     with torch.no_grad():
         if side_name == "litebert":
@@ -244,6 +263,8 @@ def main(argv=None) -> None:
     p.add_argument("--wd", type=float, default=0.01)
     p.add_argument("--no-decay-lr-scale", type=float, default=1.0)
     p.add_argument("--unigram-bias", action="store_true", help="start the MLM bias at the log unigram prior")
+    p.add_argument("--branch-init-scale", type=float, default=1.0,
+                   help="multiply both sides' residual-branch weights at init (1: the official draw)")
     p.add_argument("--bias-correction", action="store_true", help="LAMB with Adam's bias correction")
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default 5%% of --steps)")
     p.add_argument("--clip", type=float, default=1.0)
@@ -292,6 +313,8 @@ def main(argv=None) -> None:
         prior = torch.from_numpy(piece_table(store).log_prior()).float()
         for s in sides:
             set_mlm_bias(s.name, s.model, prior)
+    for s in sides:
+        init_branches(s.name, s.model, args.branch_init_scale)
     if any(s.name == "litebert" for s in sides) and any(s.name == "hf-same-init" for s in sides):
         raise SystemExit("litebert and hf-same-init share litebert's initial weights object; run them apart")
 

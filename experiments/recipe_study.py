@@ -50,12 +50,16 @@ def parse_sets(items: list[str]) -> dict:
 @torch.no_grad()
 def scale_init(model, scales: dict) -> dict:
     """Multiply initial weights: "qk" = the query and key rows of each fused qkv projection ([3H, H], rows 0:2H),
-    any other key = every parameter whose name contains it. Returns {parameter name: factor} as applied."""
+    "v" = its value rows (2H:3H), any other key = every parameter whose name contains it. Returns {parameter name:
+    factor} as applied ("NAME[v]" for the value rows)."""
     applied = {}
     for key, factor in scales.items():
         for name, p in model.named_parameters():
             if key == "qk" and name.endswith("qkv.weight"):
                 p[: 2 * p.shape[1]] *= factor
+            elif key == "v" and name.endswith("qkv.weight"):
+                p[2 * p.shape[1]:] *= factor
+                name += "[v]"
             elif key != "qk" and key in name:
                 p *= factor
             else:
@@ -100,7 +104,7 @@ def main() -> None:
     ap.add_argument("--model-set", nargs="*", default=[], dest="model_sets")
     ap.add_argument("--init-scale", nargs="*", default=[], dest="init_scales",
                     help="KEY=FACTOR: multiply initial weights by FACTOR before training; KEY is qk (the query and "
-                         "key rows of the fused qkv projection) or a substring of parameter names (position_emb)")
+                         "key rows of the fused qkv projection), v (its value rows) or a substring of parameter names (position_emb)")
     ap.add_argument("--sinusoid-positions", type=float, metavar="SCALE",
                     help="initialise the position embeddings with sinusoids (Vaswani et al.) of SCALE times the "
                          "initializer's standard deviation instead of random draws")

@@ -300,6 +300,28 @@ class PreTrainedAlbert(nn.Module):
                 with torch.no_grad():
                     nn.init.trunc_normal_(module.project_in.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
 
+    def init_branches(self, scale: float) -> None:
+        """Multiply a fresh model's residual-branch weights by `scale`: each attention's value rows (of the fused
+        qkv) and output projection, and each feed-forward's two matrices: DeepNet's beta (Wang et al. 2022)
+        without its alpha, so the architecture stays ALBERT's post-LN block and only the starting point moves.
+        Why: at the official draw each application of a block adds mostly the sentence's average (attention is
+        near uniform at init), so albert-base's 12 applications shrink the tokens' spread within a sentence from
+        0.78 to 0.40 before training starts, and the first updates finish the job: every input gets one hidden state
+        (issue 43). With the branches at (8 x layers)^-1/4 (0.32 for 12) the spread stays 0.78 through the depth,
+        and training at albert-base depth climbs out of the unigram phase instead of sinking into it
+        (docs/recipes.md, "Session 18"). 1 leaves the official draw."""
+        if scale == 1.0:
+            return
+        with torch.no_grad():
+            for module in self.modules():
+                if isinstance(module, Attention):
+                    hidden = module.out.in_features
+                    module.qkv.weight[2 * hidden:] *= scale  # [3H, H]: rows 2H:3H make the values
+                    module.out.weight *= scale
+                elif isinstance(module, FeedForward):
+                    module.up.weight *= scale
+                    module.down.weight *= scale
+
     @classmethod
     def from_pretrained(cls, path, **config_overrides: Any):
         # here, not at the top: pretrained imports convert/, whose entry point builds these classes
