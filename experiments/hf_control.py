@@ -38,7 +38,7 @@ from litebert.config import AlbertConfig
 from litebert.convert.hf_map import ours_to_hf
 from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.data.store import TokenStore
-from litebert.health import COLLAPSE_SPREAD, sentence_spread, store_health_batch
+from litebert.health import COLLAPSE_SPREAD, DEEP_COLLAPSE_SPREAD, sentence_spread, store_health_batch
 from litebert.mlm_scores import MlmTally, piece_table
 from litebert.model import AlbertForPreTraining, gather_positions, masked_lm_loss
 from litebert.optim import build_optimizer, make_scheduler, param_groups
@@ -233,8 +233,10 @@ def plot_health(out: Path, records: list[Path]) -> None:
             steps = sorted(curve)
             ax.plot(steps, [max(curve[k], 1e-9) for k in steps], marker=".", label=f"{Path(path).stem}: {side}",
                     linestyle="-" if side == "litebert" else "--")
-    ax.axhline(COLLAPSE_SPREAD, color="grey", linewidth=0.8)
-    ax.set(yscale="log", xlabel="update", ylabel=f"health_spread (under {COLLAPSE_SPREAD:g}: collapsed)")
+    for level in (COLLAPSE_SPREAD, DEEP_COLLAPSE_SPREAD):
+        ax.axhline(level, color="grey", linewidth=0.8)
+    ax.set(yscale="log", xlabel="update",
+           ylabel=f"health_spread (< {COLLAPSE_SPREAD:g}: a dip; < {DEEP_COLLAPSE_SPREAD:g}: collapsed)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

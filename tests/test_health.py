@@ -18,7 +18,8 @@ from harness import TINY_MODEL, config_args, tiny_setup  # noqa: E402
 
 from litebert import AlbertConfig, AlbertForPreTraining  # noqa: E402
 from litebert.finetune import FinetuneConfig, finetune  # noqa: E402
-from litebert.health import COLLAPSE_SPREAD, is_collapsed, representation_health, store_health_batch  # noqa: E402
+from litebert.health import (COLLAPSE_SPREAD, CollapseWatch, is_collapsed, representation_health,  # noqa: E402
+                             store_health_batch)
 from litebert.pretrain import PretrainConfig, pretrain  # noqa: E402
 
 CONFIG = {k: v for k, v in TINY_MODEL.items() if k != "format"}
@@ -63,6 +64,29 @@ def test_health_tells_collapsed_from_fresh(tiny):
     assert dead["health_spread"] < 1e-6 and dead["health_pooled_cos"] > 1 - 1e-9 and is_collapsed(dead)
 
 
+# albert-base on the books, batch 8 x 64, LAMB 1.76e-3 with 25 warm-up steps, health_spread every 5-10 updates
+# (experiments/recipe_records/control_base/): from the official draw, and with the residual branches at 0.32.
+OFFICIAL_DRAW = {5: 0.1, 10: 0.05, 15: 0.016, 20: 0.0038, 25: 0.00055, 30: 7.5e-5, 35: 1.2e-5, 40: 2.4e-6,
+                 45: 4.7e-7, 50: 1.1e-7, 60: 2.9e-8, 80: 2.6e-8}
+SCALED_BRANCHES = {10: 0.091, 20: 0.024, 30: 0.0074, 40: 0.0036, 60: 0.0015, 80: 0.0011, 100: 0.00097,
+                   130: 0.00085, 160: 0.0012, 190: 0.002, 220: 0.004, 250: 0.014, 300: 0.023}
+
+
+def watch_events(curve: dict[int, float], warmup: int) -> dict[int, str]:
+    watch = CollapseWatch()
+    events = {step: watch.update(step, {"health_spread": spread}, step > warmup) for step, spread in curve.items()}
+    return {step: event for step, event in events.items() if event}
+
+
+def test_the_watch_calls_a_deep_fall_a_collapse_and_a_dip_that_climbs_back_a_dip():
+    """The measured curves: the official draw's fall is called collapsed at its third check under 1e-4 past the
+    warm-up (the dip is noted first); the scaled branches' dip, which climbed back, is noted once and never called
+    a collapse. Checks in the warm-up count for neither."""
+    assert watch_events(OFFICIAL_DRAW, warmup=25) == {30: "dip", 40: "collapsed"}
+    assert watch_events(SCALED_BRANCHES, warmup=25) == {30: "dip"}
+    assert watch_events(OFFICIAL_DRAW, warmup=100) == {}
+
+
 def test_pretrain_logs_health_and_says_at_once_when_a_run_stays_collapsed(tiny, tmp_path, capsys):
     _, collapsed = model_dirs(tiny, tmp_path)
     # Continued pretraining of the collapsed model at a learning rate too small to move it: it stays collapsed.
@@ -79,6 +103,7 @@ def test_pretrain_logs_health_and_says_at_once_when_a_run_stays_collapsed(tiny, 
     # Said once, at the third check past the warm-up, with what happened and the run's own settings to change.
     assert err.count("the run has collapsed") == 1
     assert "step 5: the run has collapsed" in err and "since step 1" in err
+    assert err.count("in a dip") == 1 and "note: step 3: health_spread" in err  # the first check past warm-up
     assert "--lr (now 1e-09)" in err and "--warmup-steps 2" in err
     assert "the final model (step 8)" in err and result["health_spread"] < COLLAPSE_SPREAD
     assert "fine-tuning from it tends to stay" in err

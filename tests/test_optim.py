@@ -408,6 +408,54 @@ def test_a_unit_projection_starts_the_encoder_at_unit_variance():
         model.init_projection("xavier")
 
 
+def _token_spread(hidden: torch.Tensor) -> float:
+    """hidden [B, L, H] -> the mean over sentences of the tokens' std within the sentence, over its RMS."""
+    h = hidden.double()
+    return (h.std(1, unbiased=False).mean((1,)) / h.pow(2).mean((1, 2)).sqrt()).mean().item()
+
+
+def test_scaled_branches_keep_a_deep_model_from_starting_collapsed():
+    """init_branches(s) multiplies exactly the residual branches' weights (value rows of the fused qkv, attention
+    output, the feed-forward's two matrices) and nothing else. Why (issue 43): at albert-base's depth the official
+    draw makes each application add mostly the sentence's average, so the tokens of a sentence already look alike
+    at the encoder's output before training (within-sentence spread 0.78 in, 0.40 out when written); at
+    branch_scale_for_depth(12) = 0.32 they keep their spread (0.78 out)."""
+    from litebert.config import AlbertConfig
+    from litebert.model import AlbertForPreTraining, branch_scale_for_depth
+
+    model = _tiny_albert()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model.init_branches(0.5)
+    changed = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
+    branches = {"albert.encoder.attention.0.qkv.weight", "albert.encoder.attention.0.out.weight",
+                "albert.encoder.ffn.0.up.weight", "albert.encoder.ffn.0.down.weight"}
+    assert changed == branches
+    qkv, hidden = model.state_dict()["albert.encoder.attention.0.qkv.weight"], 16
+    assert torch.equal(qkv[:2 * hidden], before["albert.encoder.attention.0.qkv.weight"][:2 * hidden])
+    assert torch.allclose(qkv[2 * hidden:], 0.5 * before["albert.encoder.attention.0.qkv.weight"][2 * hidden:])
+    for name in branches - {"albert.encoder.attention.0.qkv.weight"}:
+        assert torch.allclose(model.state_dict()[name], 0.5 * before[name])
+    model.init_branches(1.0)  # the official draw: a no-op
+    assert torch.allclose(model.state_dict()["albert.encoder.ffn.0.up.weight"],
+                          0.5 * before["albert.encoder.ffn.0.up.weight"])
+
+    assert branch_scale_for_depth(12) == pytest.approx(0.3195, abs=1e-4)
+    config = AlbertConfig.from_preset("albert-base-v2", vocab_size=1000)
+    ids = torch.randint(5, 1000, (4, 48), generator=torch.Generator().manual_seed(0))
+    spreads = {}
+    for scale in (1.0, branch_scale_for_depth(12)):
+        torch.manual_seed(0)
+        base = AlbertForPreTraining(config).eval()
+        base.init_branches(scale)
+        with torch.no_grad():
+            embedded = base.albert.embeddings(ids, torch.zeros_like(ids))  # [4, 48, E]
+            out = base.albert(ids, torch.ones_like(ids), torch.zeros_like(ids)).sequence_output  # [4, 48, H]
+        spreads[scale] = (_token_spread(embedded), _token_spread(out))
+    (start, official), (_, scaled) = spreads[1.0], spreads[branch_scale_for_depth(12)]
+    assert official < 0.7 * start, spreads
+    assert scaled > 0.95 * start, spreads
+
+
 def test_the_budget_schedule_has_the_step_schedules_shape_over_the_fraction_used():
     """budget_factor(step / n, w / n) is warmup_poly_decay's factor at step; the schedule ends at 0 when the budget
     is spent, whatever the clock, and a resumed schedule sets the same lr."""

@@ -608,6 +608,27 @@ def test_pretraining_learns_to_read_the_neighbours_of_a_mask(tmp_path):
     assert all(r["health_spread"] > 10 * COLLAPSE_SPREAD for r in rows if "health_spread" in r)
 
 
+@pytest.mark.parametrize("given, scale", [(None, 0.5), (1.0, 1.0), (0.25, 0.25)])
+def test_a_fresh_run_scales_its_residual_branches_for_its_depth(tiny_data, tmp_path, given, scale):
+    """By default a run from scratch starts its residual branches at branch_scale_for_depth (0.5 for the tiny
+    model's 2 applications; issue 43), --branch-init-scale sets another factor (1: the official draw), and the
+    model card's recipe records the factor used. Everything else is the official draw of the same seed."""
+    from litebert.model import AlbertForPreTraining
+    from litebert.pretrain import training_record
+
+    run = setup(PretrainConfig(**config_args(tiny_data, tmp_path / "run", branch_init_scale=given)))
+    torch.manual_seed(0)
+    official = AlbertForPreTraining(run.raw_model.config).state_dict()
+    for name, value in run.raw_model.state_dict().items():
+        factor = scale if name.endswith(("out.weight", "up.weight", "down.weight")) else 1.0
+        if name.endswith("qkv.weight"):
+            rows = value.shape[1]  # [3H, H]: the value rows are 2H:3H
+            assert torch.equal(value[:2 * rows], official[name][:2 * rows])
+            value, official[name], factor = value[2 * rows:], official[name][2 * rows:], scale
+        assert torch.allclose(value, factor * official[name]), name
+    assert training_record(run, {}).recipe["branch_init_scale"] == scale
+
+
 def test_mlm_only_pretraining_leaves_the_pooler_and_sop_head_as_they_started(tiny_data, tmp_path):
     """--objective none trains neither the pooler nor the SOP head; LAMB's weight decay used to erase them anyway
     (a pure-decay update under the trust ratio is a step of lr * w), so fine-tuning got an all-zero pooler."""

@@ -83,42 +83,63 @@ def warn_collapsed(health: dict[str, float], where: str) -> None:
           "pretrain longer or with the recipe of docs/recipes.md", file=sys.stderr, flush=True)
 
 
-COLLAPSE_PATIENCE = 3  # consecutive collapsed health checks after warm-up that make a collapse, not a dip
+COLLAPSE_PATIENCE = 3  # consecutive deep checks after warm-up that make a collapse
+# Below this a run does not come back: from the official draw albert-base fell through it within 30 updates and
+# stayed at 1e-6..1e-8 (the issue's GPU runs, for 1,000 updates); with the residual branches scaled (pretrain's
+# default, PreTrainedAlbert.init_branches) it dipped to 8e-4 and climbed back over COLLAPSE_SPREAD by update 240
+# (docs/recipes.md, "Session 18").
+DEEP_COLLAPSE_SPREAD = 1e-4
 COLLAPSE_POLICIES = ("warn", "stop")
 
 
 class CollapseWatch:
-    """Pretraining's collapse detector: is the run collapsed, and has it stayed so?
+    """Pretraining's collapse detector, fed every health check.
 
-    A dip under COLLAPSE_SPREAD during the warm-up can pass; a run still collapsed at `patience` consecutive
-    health checks once the warm-up is over is called collapsed, and said so at once, with what to change
-    (docs/recipes.md, "Why pretraining collapsed": such runs stayed at the piece-frequency guess).
+    `update` says "dip" once, at the first check past the warm-up under COLLAPSE_SPREAD: deep models pass through
+    one on their way out of the piece-frequency phase, so it is news, not a verdict. It says "collapsed" once, when
+    `patience` consecutive checks past the warm-up are under DEEP_COLLAPSE_SPREAD: runs that fell that far stayed
+    at the piece-frequency guess (docs/recipes.md, "Why pretraining collapsed"). A model still under
+    COLLAPSE_SPREAD when the run ends is warned about there (`warn_collapsed`).
     """
 
     def __init__(self, patience: int = COLLAPSE_PATIENCE):
         self.patience = patience
-        self.streak = 0  # consecutive collapsed checks after warm-up
-        self.first_dip: int | None = None  # the step of the first collapsed check, warm-up included
+        self.streak = 0  # consecutive deep checks after warm-up
+        self.first_dip: int | None = None  # the step of the first check under COLLAPSE_SPREAD, warm-up included
+        self.dip_said = False
         self.declared_at: int | None = None
 
-    def update(self, step: int, health: dict[str, float], past_warmup: bool) -> bool:
-        """Take one health check; True exactly once: at the check that makes the run collapsed."""
-        collapsed = is_collapsed(health)
-        if collapsed and self.first_dip is None:
+    def update(self, step: int, health: dict[str, float], past_warmup: bool) -> str | None:
+        """Take one health check: "dip" or "collapsed" at the check that first makes it so, else None."""
+        spread = health.get("health_spread", 1.0)
+        if spread < COLLAPSE_SPREAD and self.first_dip is None:
             self.first_dip = step
-        self.streak = self.streak + 1 if collapsed and past_warmup else 0
+        self.streak = self.streak + 1 if spread < DEEP_COLLAPSE_SPREAD and past_warmup else 0
         if self.declared_at is None and self.streak >= self.patience:
             self.declared_at = step
-            return True
-        return False
+            return "collapsed"
+        if spread < COLLAPSE_SPREAD and past_warmup and not self.dip_said and self.declared_at is None:
+            self.dip_said = True
+            return "dip"
+        return None
+
+
+def dip_message(health: dict[str, float], step: int, first_dip: int | None) -> str:
+    """What a run in a dip is going through, for `CollapseWatch`'s "dip"."""
+    since = f" since step {first_dip}" if first_dip is not None and first_dip < step else ""
+    return (f"step {step}: health_spread {health['health_spread']:.2g} < {COLLAPSE_SPREAD}{since}: the "
+            f"representations are in a dip (inputs get nearly the same hidden state while the MLM learns the piece "
+            f"frequencies). Deep models pass through one and climb back; the run is called collapsed if it falls "
+            f"under {DEEP_COLLAPSE_SPREAD:g} for {COLLAPSE_PATIENCE} checks in a row")
 
 
 def collapse_message(health: dict[str, float], step: int, first_dip: int | None, advice: str) -> str:
     """What happened and what to change, for a run that `CollapseWatch` called collapsed."""
     since = f" since step {first_dip}" if first_dip is not None and first_dip < step else ""
-    return (f"step {step}: the run has collapsed: health_spread {health['health_spread']:.2g} < {COLLAPSE_SPREAD}"
-            f"{since} (every input gets nearly the same hidden state, so the MLM can only predict piece "
-            f"frequencies; runs that stay collapsed past their warm-up do not recover in their budget). {advice}")
+    return (f"step {step}: the run has collapsed: health_spread {health['health_spread']:.2g} < "
+            f"{DEEP_COLLAPSE_SPREAD:g}, under {COLLAPSE_SPREAD}{since} (every input gets the same hidden state, so "
+            f"the MLM can only predict piece frequencies; runs that fell this far did not recover in their budget). "
+            f"{advice}")
 
 
 def store_health_batch(store, max_seq_length: int, size: int = HEALTH_BATCH) -> dict[str, torch.Tensor]:

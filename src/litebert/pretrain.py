@@ -41,14 +41,14 @@ from litebert.distributed import Dist
 from litebert.errors import ConfigError, TrainingError
 from litebert.faults import inject_fault
 from litebert.files import atomic_write, read_json
-from litebert.health import (CollapseWatch, collapse_message, is_collapsed, representation_health,
+from litebert.health import (CollapseWatch, collapse_message, dip_message, is_collapsed, representation_health,
                              store_health_batch, warn_collapsed)
 from litebert.mlm_scores import summary_line
 from litebert.model import masked_lm_loss, model_flops_per_token
 from litebert.model_card import Result, Training, write_model_card
 from litebert.pretrain_config import PretrainConfig
 from litebert.pretrain_eval import held_out_eval
-from litebert.pretrain_setup import WHO, Run, setup
+from litebert.pretrain_setup import WHO, Run, branch_scale, setup
 from litebert.pretrained import model_files
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD
@@ -326,9 +326,12 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
             declared = False
             if health_batch is not None:
                 last.update(representation_health(run.raw_model.albert, health_batch))
-                declared = watch.update(run.step, last, past_warmup(run))
+                event = watch.update(run.step, last, past_warmup(run))
+                declared = event == "collapsed"
                 if declared:
                     say(f"litebert pretrain: warning: {collapse_message(last, run.step, watch.first_dip, collapse_advice(cfg))}")
+                elif event == "dip":
+                    say(f"litebert pretrain: note: {dip_message(last, run.step, watch.first_dip)}")
             log.write(last)
             bar(last, budget_eta(run, last["elapsed"], run.step - start_step, run.tokens - start_tokens))
             window_tokens, window_start = 0.0, time.perf_counter()
@@ -445,11 +448,13 @@ def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
 def training_record(run: Run, result: dict[str, Any]) -> Training:
     """What the model card says about this run: the held-out figures are the final evaluation's (eval_*)."""
     cfg = run.cfg
+    random_init = cfg.model in PRESETS or Path(cfg.model).is_file()  # a preset or a config file, not weights
     recipe = {"objective": cfg.objective, "optimizer": cfg.optimizer, "lr": cfg.lr, "batch_size": cfg.batch_size,
               "warmup_steps": cfg.warmup, "max_seq_length": cfg.max_seq_length, "phases": cfg.phases,
               "masked_lm_prob": cfg.masked_lm_prob, "ngram": cfg.ngram, "mask_unit": cfg.mask_unit,
               "weight_decay": cfg.weight_decay, "dropout": cfg.dropout, "precision": run.precision, "seed": cfg.seed}
-    random_init = cfg.model in PRESETS or Path(cfg.model).is_file()  # a preset or a config file, not weights
+    if random_init:
+        recipe["branch_init_scale"] = round(branch_scale(cfg, run.raw_model.config), 4)
     start = f"random initialisation ({cfg.model})" if random_init else f"the weights of `{cfg.model}`"
     held_out = {k: v for k, v in result.items() if k.startswith("eval_") and k != "eval_examples"}
     results = [Result("held-out", Path(cfg.data).name, run.step, held_out, result.get("eval_examples"))]

@@ -76,6 +76,11 @@ class PretrainConfig:
     projection_lr_scale: float = option(1.0, "learning-rate multiplier for the E -> H embedding projection (1: the "
                                              "official optimizer; docs/recipes.md, 'What the model has not learned')",
                                         check=NON_NEGATIVE)
+    branch_init_scale: float | None = option(None, "a fresh model's residual-branch weights (value, attention "
+                                                   "output, feed-forward) times this (default: (8 x layers)^-1/4, "
+                                                   "0.32 for 12 layers, so a deep model does not start collapsed; "
+                                                   "1: the official draw; docs/recipes.md, 'Session 18')",
+                                             check=ABOVE_ZERO)
     max_grad_norm: float = option(1.0, "gradient clipping norm", check=ABOVE_ZERO)
     # speed
     precision: str = option("auto", AUTO_PRECISION_HELP, choices=PRECISIONS)
@@ -113,8 +118,9 @@ class PretrainConfig:
                                     check=POSITIVE)
     health: bool = option(True, "log the representation-health figure (litebert.health) at every log step, and warn "
                                 "on a collapse (default: on)")
-    on_collapse: str = option("warn", "when the representations stay collapsed past the warm-up (3 health checks in "
-                                      "a row): warn and go on, or stop (a checkpoint is saved first; exit 2)",
+    on_collapse: str = option("warn", "when the representations collapse past the warm-up (health_spread under 1e-4 "
+                                      "at 3 health checks in a row; a shallower dip is only noted): warn and go on, "
+                                      "or stop (a checkpoint is saved first; exit 2)",
                               choices=COLLAPSE_POLICIES)
 
     def __post_init__(self) -> None:

@@ -26,7 +26,7 @@ from litebert.files import atomic_write, check_output, read_json
 from litebert.hub_cache import resolve_model_path
 from litebert.memory import check_training_memory
 from litebert.mlm_scores import piece_table
-from litebert.model import AlbertForPreTraining
+from litebert.model import AlbertForPreTraining, branch_scale_for_depth
 from litebert.optim import BudgetSchedule, build_optimizer, make_scheduler
 from litebert.pretrain_config import SINGLE_SENTENCE_MODES, PretrainConfig, schedule_kind
 from litebert.pretrained import WEIGHTS_NAME, load_checked, read_model_state
@@ -132,6 +132,12 @@ def start_from(model: AlbertForPreTraining, init_dir: Path, main: bool) -> None:
               f"{', '.join(fresh)}", file=sys.stderr)
 
 
+def branch_scale(cfg: PretrainConfig, config: AlbertConfig) -> float:
+    """--branch-init-scale, or by default DeepNet's beta for the model's depth (branch_scale_for_depth)."""
+    return cfg.branch_init_scale if cfg.branch_init_scale is not None else branch_scale_for_depth(
+        config.num_hidden_layers)
+
+
 def resolve_tokenizer_dir(cfg: PretrainConfig, store) -> Path:
     """The store's own copy of its tokenizer, or --tokenizer; either way it must be the one the store used."""
     path = Path(cfg.tokenizer) if cfg.tokenizer else store.path / "tokenizer"
@@ -182,6 +188,7 @@ def setup(cfg: PretrainConfig) -> Run:
     else:
         if cfg.projection_init != "official":  # (official: as init_weights drew it, the same model as before)
             raw.init_projection(cfg.projection_init)
+        raw.init_branches(branch_scale(cfg, config))
         if cfg.mlm_bias_init == "unigram":
             with torch.no_grad():  # the store's piece frequencies: the MLM guesses them from step 0 (docs/recipes.md)
                 raw.mlm.bias.copy_(torch.from_numpy(piece_table(store).log_prior()))
@@ -256,7 +263,7 @@ def check_run_dir_matches(run: Run) -> None:
 RECIPE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "ngram", "objective",
                  "single_sentence", "short_seq_draw", "mask_unit", "mask_replace", "phases", "batch_size",
                  "warmup_steps", "lr", "weight_decay", "poly_power", "no_decay_lr_scale", "projection_lr_scale",
-                 "projection_init", "max_grad_norm", "dropout", "seed")
+                 "projection_init", "branch_init_scale", "max_grad_norm", "dropout", "seed")
 
 
 def resume_from(run: Run) -> None:
