@@ -71,12 +71,15 @@ def test_every_head_family_matches_cpu_fp32(gpu_device, family, precision, mode)
         with autocast(precision if mode == "autocast" else "fp32", gpu_device):
             got = outputs(on(**{k: v.to(gpu_device) for k, v in x.items()}))
     assert got.keys() == ref.keys() and ref
-    real = x["attention_mask"].bool()
+    real = x["attention_mask"].bool()  # [B, L], or [B, choices, L]
+    flat = real.reshape(-1, real.shape[-1])  # multiple choice's encoder outputs are [B x choices, L, ...]
     for name, r in ref.items():
         assert got[name].device.type == gpu_device.type
         g = got[name].cpu()
-        if r.shape[:real.dim()] == real.shape:  # per-token outputs: the real positions (QA masks the padding)
-            g, r = g[real], r[real]
+        # per-token outputs: the real positions (QA masks the padding; the unpadded path leaves it at 0)
+        mask = real if r.shape[:real.dim()] == real.shape else flat if r.shape[:2] == flat.shape else None
+        if mask is not None:
+            g, r = g[mask], r[mask]
         err = rel_err(g, r)
         assert err <= REL_TOL[precision], f"{family.name} {name}: relative error {err:.2e} ({precision}, {mode})"
 
