@@ -158,6 +158,7 @@ def test_a_time_budget_stops_cleanly_with_a_checkpoint_and_a_final_model(tiny_da
     # The schedule followed the wall clock: it is at its end when the budget stops the run, and the checkpoint
     # records the seconds spent (a resume continues that clock).
     assert "over the budget's fraction used: wall clock (--max-time 2s)" in err
+    assert "residual branches x 0.5 (--branch-init-scale; default (8 x 2 layers)^-1/4)" in err  # a fresh model
     state = load_state(run / f"checkpoint-{step}" / "trainer_state.pt")
     assert state["scheduler"]["progress"] == 1.0 and state["budget_elapsed"] >= 2.0
     assert [g["lr"] for g in state["optimizer"]["param_groups"]] == [0.0, 0.0]

@@ -48,7 +48,7 @@ from litebert.model import masked_lm_loss, model_flops_per_token
 from litebert.model_card import Result, Training, write_model_card
 from litebert.pretrain_config import PretrainConfig
 from litebert.pretrain_eval import held_out_eval
-from litebert.pretrain_setup import WHO, Run, branch_scale, setup
+from litebert.pretrain_setup import WHO, Run, setup
 from litebert.pretrained import model_files
 from litebert.progress import eta, format_seconds, make_bar, on_terminal, say
 from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD
@@ -284,6 +284,9 @@ def run_pretraining(cfg: PretrainConfig, term: TermSignal | None = None) -> dict
               f"{cfg.batch_size}, {cfg.steps} steps from step {run.step}, peak {run.peak_flops / 1e12:.2f} "
               "TFLOP/s (calibration GEMM)", file=sys.stderr)
         print(cfg.schedule_line(run.schedule == "budget"), file=sys.stderr)
+        if run.branch_scale is not None and run.step == 0:
+            print(f"init: {cfg.model} drawn as the official code does, residual branches x {run.branch_scale:.3g} "
+                  f"(--branch-init-scale; default (8 x {run.config.num_hidden_layers} layers)^-1/4)", file=sys.stderr)
         for line in data_lines(cfg, run.stream.dataset()):
             print(line, file=sys.stderr)
     bar = make_progress(cfg, run.step, d.main)
@@ -453,8 +456,8 @@ def training_record(run: Run, result: dict[str, Any]) -> Training:
               "warmup_steps": cfg.warmup, "max_seq_length": cfg.max_seq_length, "phases": cfg.phases,
               "masked_lm_prob": cfg.masked_lm_prob, "ngram": cfg.ngram, "mask_unit": cfg.mask_unit,
               "weight_decay": cfg.weight_decay, "dropout": cfg.dropout, "precision": run.precision, "seed": cfg.seed}
-    if random_init:
-        recipe["branch_init_scale"] = round(branch_scale(cfg, run.raw_model.config), 4)
+    if run.branch_scale is not None:
+        recipe["branch_init_scale"] = round(run.branch_scale, 4)
     start = f"random initialisation ({cfg.model})" if random_init else f"the weights of `{cfg.model}`"
     held_out = {k: v for k, v in result.items() if k.startswith("eval_") and k != "eval_examples"}
     results = [Result("held-out", Path(cfg.data).name, run.step, held_out, result.get("eval_examples"))]

@@ -61,6 +61,7 @@ class Run:
     elapsed: float = 0.0  # --max-time seconds spent so far, this session included (rank 0's clock)
     resumed_from: Path | None = None
     tokenizer: Any = None  # loaded from tokenizer_dir at the first save (run_tokenizer)
+    branch_scale: float | None = None  # the residual-branch factor a fresh model started with; None: from weights
 
     @property
     def run_dir(self) -> RunDir:
@@ -183,12 +184,13 @@ def setup(cfg: PretrainConfig) -> Run:
     torch.manual_seed(cfg.seed)  # identical initial weights on every rank
     raw = AlbertForPreTraining(config)
     raw.set_gradient_checkpointing(cfg.gradient_checkpointing)
+    branches = None if init_dir is not None else branch_scale(cfg, config)  # a fresh model's branch factor
     if init_dir is not None:
         start_from(raw, init_dir, d.main)
     else:
         if cfg.projection_init != "official":  # (official: as init_weights drew it, the same model as before)
             raw.init_projection(cfg.projection_init)
-        raw.init_branches(branch_scale(cfg, config))
+        raw.init_branches(branches)
         if cfg.mlm_bias_init == "unigram":
             with torch.no_grad():  # the store's piece frequencies: the MLM guesses them from step 0 (docs/recipes.md)
                 raw.mlm.bias.copy_(torch.from_numpy(piece_table(store).log_prior()))
@@ -211,7 +213,7 @@ def setup(cfg: PretrainConfig) -> Run:
     stream = BatchStream(functools.partial(train_dataset, cfg, store), cfg.length_phases, cfg.steps,
                          cfg.micro_batch_size, rank=d.rank, world=d.world, seed=cfg.seed, num_workers=cfg.num_workers)
     run = Run(cfg, d, device, precision, config, raw, raw, optimizer, scheduler, scaler, stream, store,
-              tokenizer_dir, accum, schedule=schedule_kind(cfg))
+              tokenizer_dir, accum, schedule=schedule_kind(cfg), branch_scale=branches)
     resume_from(run)
     if d.main:
         check_run_dir_matches(run)
