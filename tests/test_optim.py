@@ -442,11 +442,11 @@ def test_scaled_branches_keep_a_deep_model_from_starting_collapsed():
     assert branch_scale_for_depth(12) == pytest.approx(0.3195, abs=1e-4)
     config = AlbertConfig.from_preset("albert-base-v2", vocab_size=1000)
     ids = torch.randint(5, 1000, (4, 48), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    base = AlbertForPreTraining(config).eval()
     spreads = {}
     for scale in (1.0, branch_scale_for_depth(12)):
-        torch.manual_seed(0)
-        base = AlbertForPreTraining(config).eval()
-        base.init_branches(scale)
+        base.init_branches(scale)  # the official draw first, then the same weights with the branches scaled
         with torch.no_grad():
             embedded = base.albert.embeddings(ids, torch.zeros_like(ids))  # [4, 48, E]
             out = base.albert(ids, torch.ones_like(ids), torch.zeros_like(ids)).sequence_output  # [4, 48, H]
