@@ -35,7 +35,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from litebert.config import PRESETS
 from litebert.device import autocast, first_line, is_out_of_memory, measure_peak_flops, synchronize
 from litebert.distributed import Dist
 from litebert.errors import ConfigError, TrainingError
@@ -451,12 +450,12 @@ def save_final(run: Run, result: dict[str, Any] | None = None) -> Path | None:
 def training_record(run: Run, result: dict[str, Any]) -> Training:
     """What the model card says about this run: the held-out figures are the final evaluation's (eval_*)."""
     cfg = run.cfg
-    random_init = cfg.model in PRESETS or Path(cfg.model).is_file()  # a preset or a config file, not weights
     recipe = {"objective": cfg.objective, "optimizer": cfg.optimizer, "lr": cfg.lr, "batch_size": cfg.batch_size,
               "warmup_steps": cfg.warmup, "max_seq_length": cfg.max_seq_length, "phases": cfg.phases,
               "masked_lm_prob": cfg.masked_lm_prob, "ngram": cfg.ngram, "mask_unit": cfg.mask_unit,
               "weight_decay": cfg.weight_decay, "dropout": cfg.dropout, "precision": run.precision, "seed": cfg.seed}
-    if run.branch_scale is not None:
+    random_init = run.branch_scale is not None  # set by setup exactly when no weights were loaded
+    if random_init:
         recipe["branch_init_scale"] = round(run.branch_scale, 4)
     start = f"random initialisation ({cfg.model})" if random_init else f"the weights of `{cfg.model}`"
     held_out = {k: v for k, v in result.items() if k.startswith("eval_") and k != "eval_examples"}
