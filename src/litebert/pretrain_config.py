@@ -11,7 +11,7 @@ from litebert.config import (ABOVE_ZERO, FRACTION, LEARNING_RATE, NON_NEGATIVE, 
 from litebert.data.pretraining import parse_mask_replace, parse_phases
 from litebert.device import AUTO_PRECISION_HELP, PRECISIONS, check_device
 from litebert.errors import ConfigError
-from litebert.health import COLLAPSE_POLICIES
+from litebert.health import COLLAPSE_PATIENCE, COLLAPSE_POLICIES, DEEP_COLLAPSE_SPREAD
 from litebert.model import PROJECTION_INITS
 from litebert.optim import lamb_lr_for_batch
 from litebert.runlife import parse_duration
@@ -118,9 +118,10 @@ class PretrainConfig:
                                     check=POSITIVE)
     health: bool = option(True, "log the representation-health figure (litebert.health) at every log step, and warn "
                                 "on a collapse (default: on)")
-    on_collapse: str = option("warn", "when the representations collapse past the warm-up (health_spread under 1e-4 "
-                                      "at 3 health checks in a row; a shallower dip is only noted): warn and go on, "
-                                      "or stop (a checkpoint is saved first; exit 2)",
+    on_collapse: str = option("warn", f"when the representations collapse past the warm-up (health_spread under "
+                                      f"{DEEP_COLLAPSE_SPREAD:g} at {COLLAPSE_PATIENCE} health checks in a row; a "
+                                      "shallower dip is only noted): warn and go on, or stop (a checkpoint is saved "
+                                      "first; exit 2)",
                               choices=COLLAPSE_POLICIES)
 
     def __post_init__(self) -> None:
