@@ -21,7 +21,7 @@ import torch
 from litebert.data.pretraining import PretrainingDataset, collate_pretraining
 from litebert.data.store import TokenStore
 from litebert.mlm_scores import MASKED, baseline_predictions, piece_table
-from litebert.model import AlbertForPreTraining
+from litebert.model import AlbertForPreTraining, attention_weights
 
 
 def held_out_batches(store, length: int, batch_size: int = 32):
@@ -44,8 +44,7 @@ def attention_probs(model, batch) -> list[torch.Tensor]:
         B, L, H = x.shape
         h = module.norm(x) if module.pre_norm else x
         q, k, _ = module.qkv(h).view(B, L, 3, module.num_heads, H // module.num_heads).permute(2, 0, 3, 1, 4)
-        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-        probs.append(scores.masked_fill(~mask, torch.finfo(scores.dtype).min).softmax(-1))
+        probs.append(attention_weights(q, k, mask))  # mask: the padding, with any distance bias added
 
     handles = [a.register_forward_hook(hook) for a in model.albert.encoder.attention]
     try:

@@ -22,13 +22,13 @@ from pathlib import Path
 PLATEAU_FACTOR = 2.0
 
 
-def load(folder: Path, names: list[str] | None) -> list[dict]:
-    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+def load(folders: list[Path], names: list[str] | None) -> list[dict]:
+    records = [json.loads(p.read_text()) for folder in folders for p in sorted(folder.glob("*.json"))]
     if names:
         by_name = {r["name"]: r for r in records}
         missing = [n for n in names if n not in by_name]
         if missing:
-            raise SystemExit(f"{folder}: no record for {missing}")
+            raise SystemExit(f"{', '.join(map(str, folders))}: no record for {missing}")
         records = [by_name[n] for n in names]
     return records
 
@@ -58,6 +58,10 @@ def settings(record: dict) -> str:
     parts += [f"init x{v}: {k}" for k, v in (record.get("init_scale") or {}).items()]
     if record.get("sinusoid_positions"):
         parts.append(f"sinusoid positions x{record['sinusoid_positions']:g}")
+    if record.get("distance_bias") and "distance_bias" not in record.get("model_set", {}):
+        parts.append(f"distance_bias=[{record['distance_bias']}]")  # (the first records: the flag's string)
+    if record.get("distance_bias_fade"):
+        parts.append(f"faded to 0 over {record['distance_bias_fade']:.0%} of the steps")
     return " ".join(parts)
 
 
@@ -185,7 +189,7 @@ def save_figure(fig, axes, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("folder", type=Path)
+    ap.add_argument("folders", type=Path, nargs="+", help="folders of records (a name found twice: the later one)")
     ap.add_argument("--runs", help="comma-separated record names, in table order (default: all)")
     ap.add_argument("--plot", type=Path)
     ap.add_argument("--title", default="")
@@ -197,7 +201,7 @@ def main() -> None:
     args = ap.parse_args()
     global PLATEAU_BAR
     PLATEAU_BAR = args.plateau_bar
-    records = load(args.folder, args.runs.split(",") if args.runs else None)
+    records = load(args.folders, args.runs.split(",") if args.runs else None)
     by_mask = all("eval_mlm_acc_mask" in r["curve"][-1] for r in records if r["curve"])
     print((mask_table if by_mask else table)(records, args.at))
     if args.plot:

@@ -108,6 +108,12 @@ def main() -> None:
     ap.add_argument("--sinusoid-positions", type=float, metavar="SCALE",
                     help="initialise the position embeddings with sinusoids (Vaswani et al.) of SCALE times the "
                          "initializer's standard deviation instead of random draws")
+    ap.add_argument("--distance-bias", metavar="SLOPES",
+                    help="comma-separated slope per head: the model config's distance_bias (head h adds -slope_h x "
+                         "|i - j| to its attention scores); short for --model-set distance_bias=[...]")
+    ap.add_argument("--distance-bias-fade", type=float, metavar="FRACTION",
+                    help="with a distance bias: lower it linearly to 0 over this fraction of the steps (a scaffold: "
+                         "the model is ALBERT's own from then on, evaluations included)")
     ap.add_argument("--fill-mask", action="store_true", help="save the final model and record the demo's fill-mask")
     ap.add_argument("--keep-model", metavar="DIR", help="with --fill-mask: keep the final model in DIR/NAME")
     args = ap.parse_args()
@@ -127,6 +133,8 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     sets, model_sets = parse_sets(args.sets), parse_sets(args.model_sets)
+    if args.distance_bias:
+        model_sets["distance_bias"] = [float(x) for x in args.distance_bias.split(",")]
     model = args.model
     if model_sets:
         base = AlbertConfig.from_preset(model) if model in PRESETS else AlbertConfig.from_json(model)
@@ -147,6 +155,10 @@ def main() -> None:
     health_batch = store_health_batch(store, eval_len)
 
     run = setup(cfg)
+    slopes = run.raw_model.albert.encoder.distance_slopes  # [heads, 1, 1], or None: no bias
+    if args.distance_bias_fade and slopes is None:
+        raise SystemExit("--distance-bias-fade: the model has no distance bias (--distance-bias SLOPES)")
+    full_slopes = slopes.clone() if slopes is not None else None
     scaled = scale_init(run.raw_model, parse_sets(args.init_scales))
     if args.sinusoid_positions:
         sinusoid_positions(run.raw_model, args.sinusoid_positions)
@@ -155,17 +167,22 @@ def main() -> None:
               "steps": steps, "tokens_per_step": probe.batch_size * mean_len, "budget_tokens": args.tokens,
               "parameters": run.raw_model.num_parameters(exclude_heads=True), "baseline": {},
               "init_scale": parse_sets(args.init_scales), "init_scaled": scaled,
-              "sinusoid_positions": args.sinusoid_positions,
+              "sinusoid_positions": args.sinusoid_positions, "distance_bias": args.distance_bias,
+              "distance_bias_fade": args.distance_bias_fade,
               "eval": {"seq_len": eval_len, "examples": args.eval_batches * 32, "masked_lm_prob": 0.15, "ngram": 3},
               "command": "python experiments/recipe_study.py " + " ".join(sys.argv[1:]),
               "load_at_start": os.getloadavg()[0], "curve": [], "done": False}
+
+    def fade() -> float:
+        return max(0.0, 1.0 - run.step / (args.distance_bias_fade * steps))
 
     def evaluate(train_s: float, tokens: float, window: list[dict]) -> None:
         r = evaluate_checkpoint(run.raw_model, store, "sop", eval_len, batches=args.eval_batches, batch_size=32,
                                 seed=0, cfg=eval_cfg)
         point = {"step": run.step, "tokens": tokens, "train_s": round(train_s, 2),
                  **{k: v for k, v in r.items() if k.startswith("eval_mlm") or k == "eval_sop_acc"},
-                 **representation_health(run.raw_model.albert, health_batch), "load": os.getloadavg()[0]}
+                 **representation_health(run.raw_model.albert, health_batch), "load": os.getloadavg()[0],
+                 **({"distance_bias_factor": float(fade())} if args.distance_bias_fade else {})}
         # model-free: the same at every point
         record["baseline"] = {k: v for k, v in r.items() if k.startswith(("eval_base_", "eval_targets_"))}
         if window:
@@ -189,6 +206,8 @@ def main() -> None:
         run.step += 1
         tokens += stats["tokens"]
         window.append(stats)
+        if args.distance_bias_fade:
+            slopes.copy_(full_slopes * fade())
         if not np.isfinite(stats["loss"]):
             record["diverged_at"] = run.step
             break

@@ -22,6 +22,8 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     # the model trained is albert-tiny in DEMO_MODEL's shape, and the run dir keeps its config
     trained = json.loads((Path(result["final"]) / "config.json").read_text())
     assert trained["num_hidden_layers"] == DEMO_MODEL["num_hidden_layers"] and trained["hidden_size"] == 128
+    # with the distance bias on its attention (not ALBERT's, so saved in litebert's format, slopes kept)
+    assert trained["distance_bias"] == DEMO_MODEL["distance_bias"] and trained["format"] == "litebert"
     assert json.loads((tmp_path / "demo" / "model.json").read_text())["num_hidden_layers"] == trained["num_hidden_layers"]
     # the demo dir itself is what `--model runs/demo` and `plot runs/demo` accept (README: "accepted by every
     # other command"): the model of its pretraining run, and that run's curves

@@ -123,11 +123,14 @@ def test_save_and_load_round_trip_in_litebert_format(tmp_path):
 
 
 def test_keys_of_earlier_runs_stay_the_same():
-    """`litebert ablate` names runs by a digest of the config: a post-LN config is keyed as before the field
-    existed (the committed records keep their names), a pre-LN one differs."""
-    post, pre = AlbertConfig(**CONFIG), AlbertConfig(**CONFIG, layer_norm_position="pre")
-    assert post.stable_dict() == {k: v for k, v in post.to_dict().items() if k != "layer_norm_position"}
-    assert pre.stable_dict() == pre.to_dict()
+    """`litebert ablate` names runs by a digest of the config, and pretrain's run.json check compares configs: an
+    ALBERT config is keyed as before the options (pre-LN, the distance bias) existed, so the committed records
+    keep their names; a config that sets one differs."""
+    post = AlbertConfig(**CONFIG)
+    assert post.stable_dict() == {k: v for k, v in post.to_dict().items()
+                                  if k not in ("layer_norm_position", "distance_bias")}
+    for option in ({"layer_norm_position": "pre"}, {"distance_bias": [1.0, 0.5, 0.0, 0.0]}):
+        assert AlbertConfig(**CONFIG, **option).stable_dict() == {**post.stable_dict(), **option}
 
 
 # ------------------------------------------------------------------------------------------- doors that refuse

@@ -34,7 +34,7 @@ RETIRED_FIELDS = ("gradient_checkpointing",)
 # Fields added after run records and cache keys were first written, with the value every earlier model had: a
 # record without one ran at that value (pretrain's run.json check), and a key leaves one out at that value, so the
 # names of earlier runs (`litebert ablate`'s digests) still match (`stable_dict`).
-ADDED_FIELDS = {"layer_norm_position": "post"}
+ADDED_FIELDS = {"layer_norm_position": "post", "distance_bias": None}
 # What a litebert-format model directory's config.json holds beside the config fields (pretrained.model_files).
 LITEBERT_DIR_KEYS = ("format", "architecture")
 
@@ -73,6 +73,12 @@ class AlbertConfig:
     # pretraining budgets): x + f(norm(x)), with one final LayerNorm after the last layer. A "pre" model has no
     # Hugging Face or official TF form, so it is saved in litebert's format (`hf_blocker`).
     layer_norm_position: str = "post"
+    # One slope per attention head, or None (ALBERT's attention, the default). Head h's score for query i and key j
+    # gets -slope_h x |i - j| added: ALiBi's bias (Press et al., 2022), symmetric for an encoder, on top of the
+    # learned absolute positions; the [CLS] query (which the pooler reads) is exempt and sees the whole sequence. Not ALBERT's (no Hugging Face or TF form): a lever for small budgets, where a model
+    # must find its neighbours through position embeddings it learns from scratch, and at a few million tokens has
+    # not (docs/recipes.md, "Session 19"). `distance_bias_slopes` gives the geometric set the demo uses.
+    distance_bias: list[float] | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -99,6 +105,16 @@ class AlbertConfig:
         if self.layer_norm_position not in LAYER_NORM_POSITIONS:
             raise ConfigError(f"config field 'layer_norm_position' is {self.layer_norm_position!r}; expected one of "
                               f"{LAYER_NORM_POSITIONS}")
+        if self.distance_bias is not None:
+            slopes = self.distance_bias
+            if not (isinstance(slopes, (list, tuple)) and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                    for x in slopes)):
+                raise ConfigError(f"config field 'distance_bias' must be a list of slopes >= 0 (one per attention "
+                                  f"head) or null, got {slopes!r}")
+            if len(slopes) != self.num_attention_heads:
+                raise ConfigError(f"config field 'distance_bias' has {len(slopes)} slopes for num_attention_heads "
+                                  f"{self.num_attention_heads}: one per head")
         if self.sharing not in SHARING_MODES:
             raise ConfigError(f"config field 'sharing' is {self.sharing!r}; expected one of {SHARING_MODES}")
         if self.hidden_size % self.num_attention_heads:
@@ -144,6 +160,9 @@ class AlbertConfig:
         if self.layer_norm_position != "post":
             return (f"layer_norm_position {self.layer_norm_position!r} (Hugging Face's AlbertModel and the official "
                     "TF code are post-LayerNorm only)")
+        if self.distance_bias is not None:
+            return ("distance_bias (Hugging Face's AlbertModel and the official TF code have no bias on the attention "
+                    "scores)")
         return None
 
     @property
@@ -198,7 +217,7 @@ class AlbertConfig:
         if data.get("format") == "litebert":  # our own file, or a litebert model directory's config.json
             data = {k: v for k, v in data.items() if k not in LITEBERT_DIR_KEYS}
             return cls.from_dict(data, source=str(path))
-        if "vocab_size" in data and "hidden_size" in data and not {"sharing", "layer_norm_position"} & set(data):
+        if "vocab_size" in data and "hidden_size" in data and not {"sharing", *ADDED_FIELDS} & set(data):
             return cls.from_official_dict(data, source=str(path))
         return cls.from_dict(data, source=str(path))
 
@@ -237,6 +256,10 @@ class AlbertConfig:
             raise ConfigError(f"{source}: config field 'layer_norm_position' is {data['layer_norm_position']!r}, "
                               "but a Hugging Face ALBERT config.json (model_type 'albert') is post-LayerNorm only; "
                               "a pre-LN model is saved in litebert's format")
+        if data.get("distance_bias") is not None:  # HF would ignore it and drop the bias: refuse
+            raise ConfigError(f"{source}: config field 'distance_bias' is set, but a Hugging Face ALBERT config.json "
+                              "(model_type 'albert') has no attention bias; such a model is saved in litebert's "
+                              "format")
         fields = {name: data[name] for name in _OFFICIAL_FIELDS + _HF_EXTRA_FIELDS if name in data}
         if "id2label" in data and isinstance(data["id2label"], dict):
             try:
@@ -432,6 +455,14 @@ def _bert(hidden: int, layers: int, heads: int) -> dict[str, Any]:
     return dict(vocab_size=30000, embedding_size=hidden, hidden_size=hidden, num_hidden_layers=layers,
                 num_attention_heads=heads, intermediate_size=4 * hidden, hidden_act="gelu",
                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, sharing="none")
+
+
+def distance_bias_slopes(heads: int, steepest: float = 2.0, ratio: float = 0.25) -> list[float]:
+    """`distance_bias` slopes from `steepest` down by `ratio` per head: 2, 0.5, 0.125, ... The first head starts
+    out reading its nearest neighbours (a token two away weighs e^-2 of one next door), the last is close to
+    ALBERT's own. For 2 heads on the demo store, 1.2M tokens: (2, 0.5) 13.7% at [MASK], (1, 0.25) 12.6%, against
+    7.7% without the bias and a bigram table's 12.3% (docs/recipes.md, "Session 19")."""
+    return [steepest * ratio**h for h in range(heads)]
 
 
 # The released configs (google-research/albert, TF-Hub assets). v1 xxlarge already had dropout 0.

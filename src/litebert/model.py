@@ -93,6 +93,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
            impl: str = "auto") -> torch.Tensor:
     """softmax(q k^T / sqrt(d), masked) v for q, k, v [B, heads, L, d] -> [B, heads, L, d].
 
+    `mask` is boolean (True: attend; [B, 1, 1, L] from `attention_mask_for_sdpa`) or an additive float bias
+    broadcast to [B, heads, L, L] (`Encoder.attention_bias`).
+
     "sdpa" is `F.scaled_dot_product_attention` (fused kernels, and Flash/memory-efficient ones on GPU). "math"
     spells it out as two batched matmuls and a float32 softmax. "auto" takes "math" only where it measured
     faster: bf16 training on CPU at L <= 256, where the fused CPU kernel's backward is ~2x slower than the
@@ -102,13 +105,23 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
         slow_fused_backward = (q.device.type == "cpu" and q.dtype == torch.bfloat16 and q.shape[-2] <= 256
                                and torch.is_grad_enabled() and q.requires_grad)
         impl = "math" if slow_fused_backward else "sdpa"
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(q.dtype)  # (built in fp32; SDPA wants q's dtype, bf16 under autocast)
     if impl == "sdpa":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # [B, heads, L, L]
-    if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype)
+    probs = attention_weights(q, k, mask).to(v.dtype)
     return torch.matmul(F.dropout(probs, dropout_p) if dropout_p else probs, v)
+
+
+def attention_weights(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) + mask) in float32, [B, heads, L, L]: `attend`'s weights, spelled out (SDPA does not
+    return them; experiments/attention_locality.py reads them)."""
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # [B, heads, L, L]
+    if mask is not None and mask.is_floating_point():
+        scores = scores + mask.to(scores.dtype)
+    elif mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1, dtype=torch.float32)
 
 
 class Attention(nn.Module):
@@ -198,6 +211,10 @@ class Encoder(nn.Module):
         n_ffn = 1 + max(f for _, f in self.schedule)
         self.attention = nn.ModuleList(Attention(config) for _ in range(n_attn))
         self.ffn = nn.ModuleList(FeedForward(config) for _ in range(n_ffn))
+        # config.distance_bias as [heads, 1, 1]; not saved (the config holds it), but moved with the model
+        slopes = (torch.tensor(config.distance_bias, dtype=torch.float32)[:, None, None]
+                  if config.distance_bias is not None else None)
+        self.register_buffer("distance_slopes", slopes, persistent=False)
         # Pre-LN leaves the residual stream unnormalised (its scale grows with every block), so the pooler and heads
         # get one LayerNorm after the last block application. It belongs to the encoder, not to a group: shared
         # blocks run L*K times, and a norm inside them would run that often too; this one runs once, whatever the
@@ -213,16 +230,33 @@ class Encoder(nn.Module):
     def block(self, x: torch.Tensor, mask: torch.Tensor | None, attn: int, ffn: int, packed=None) -> torch.Tensor:
         return self.ffn[ffn](self.attention[attn](x, mask, packed))
 
+    def attention_bias(self, mask: torch.Tensor | None, L: int) -> torch.Tensor | None:
+        """What the attention adds to its scores: the padding mask (boolean [B, 1, 1, L], or None), or with
+        config.distance_bias, -slope_h x |i - j| with padded keys at -inf: float [B or 1, heads, L, L]. The [CLS]
+        query (row 0) is exempt: the token that the pooler, SOP and classification read sees the whole sequence
+        unbiased (without that, SOP fell from 69% to 52-60%); the other tokens read [CLS] at its distance like
+        any token (exempting that too cost 1.3-2.3 points at [MASK]; docs/recipes.md, "Session 19")."""
+        if self.distance_slopes is None:
+            return mask
+        pos = torch.arange(L, device=self.distance_slopes.device)
+        distance = (pos[:, None] - pos[None, :]).abs()  # [L, L]
+        distance[0, :] = 0
+        bias = -self.distance_slopes * distance  # [heads, L, L]
+        if mask is None:
+            return bias[None]
+        return torch.where(mask, bias, float("-inf"))  # [B, heads, L, L] (every row keeps its real [CLS])
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         if self.unpad and mask is not None and not torch.is_grad_enabled() and not bool(mask.all()):
             return self.forward_unpadded(x, mask)  # (a batch without padding gains nothing from packing)
         if self.project_in is not None:
             x = self.project_in(x)  # [B, L, E] -> [B, L, H]
+        bias = self.attention_bias(mask, x.shape[1])
         for attn, ffn in self.schedule:
             if self.gradient_checkpointing and self.training:
-                x = checkpoint(self.block, x, mask, attn, ffn, use_reentrant=False)
+                x = checkpoint(self.block, x, bias, attn, ffn, use_reentrant=False)
             else:
-                x = self.block(x, mask, attn, ffn)
+                x = self.block(x, bias, attn, ffn)
         return self.final_norm(x) if self.final_norm is not None else x  # [B, L, H]
 
     def forward_unpadded(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -232,8 +266,9 @@ class Encoder(nn.Module):
         x = x.reshape(B * L, -1).index_select(0, idx)  # [T, E]
         if self.project_in is not None:
             x = self.project_in(x)  # [T, H]
+        bias = self.attention_bias(mask, L)
         for attn, ffn in self.schedule:
-            x = self.block(x, mask, attn, ffn, (idx, B, L))
+            x = self.block(x, bias, attn, ffn, (idx, B, L))
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x.new_zeros(B * L, x.shape[-1]).index_copy_(0, idx, x).view(B, L, -1)  # [B, L, H]

@@ -96,7 +96,9 @@ def card_text(path: str | Path, parameters: int, training: Training | None = Non
     shape = (f"E={config.embedding_size}, H={config.hidden_size}, {config.num_hidden_layers} layers, "
              f"{config.num_attention_heads} heads, FFN {config.intermediate_size}, cross-layer sharing "
              f"\"{config.sharing}\" ({config.num_hidden_groups} group(s)), vocabulary {config.vocab_size:,}"
-             + (", pre-LayerNorm (not ALBERT's post-LayerNorm)" if config.layer_norm_position == "pre" else ""))
+             + (", pre-LayerNorm (not ALBERT's post-LayerNorm)" if config.layer_norm_position == "pre" else "")
+             + (f", a distance bias on the attention scores, slopes {config.distance_bias} (not ALBERT's)"
+                if config.distance_bias is not None else ""))
     lines = ["---", *_yaml(front), "---", MARKER, "", f"# {name}", "",
              f"An ALBERT model ({architecture}: {shape}; {parameters:,} encoder and pooler "
              f"parameters), saved by litebert {__version__} in "
