@@ -1,6 +1,7 @@
 """`litebert demo` end to end with no shared data: a tiny time budget still runs every stage for real."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,15 @@ from litebert.plot import read_metrics
 from litebert.rundir import resolve_model_dir
 
 
-def test_demo_runs_every_stage_offline(tmp_path, capsys):
+@pytest.fixture
+def default_threads():
+    """torch's thread count before the test; restored after it (the demo sets the process's threads)."""
+    threads = torch.get_num_threads()
+    yield threads
+    torch.set_num_threads(threads)
+
+
+def test_demo_runs_every_stage_offline(tmp_path, capsys, default_threads):
     result = run_demo(tmp_path / "demo", minutes=0.01, vocab_size=2000)
     checkpoint = Path(result["checkpoint"])
     # 0.6 s of budget: the schedule gets its floor of 50 steps, and the time budget stops the run within it
@@ -31,6 +40,12 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     assert read_metrics(tmp_path / "demo") == read_metrics(tmp_path / "demo" / "pretrain")
     captured = capsys.readouterr()
     assert step == 50 or "--max-time 0.6s reached" in captured.err
+    # with no --threads the demo times a few steps at torch's thread count and at 1 and trains with the faster
+    if default_threads > 1:
+        chosen = re.search(r"pace measured now: .*; pretraining with (\d+) \(--threads N", captured.err)
+        assert chosen, captured.err[-2000:]
+        recorded = json.loads((tmp_path / "demo" / "pretrain" / "run.json").read_text())["train"]["threads"]
+        assert recorded == int(chosen.group(1))
     printed = captured.out
     assert printed.count("    -> ") == len(FILL_MASK_EXAMPLES)  # one line of top-5 answers per example
     # the summary leads with the [MASK]-position figure and ends with a verdict on it
@@ -45,11 +60,7 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys):
     assert len(figures) > 10 and {k: scored[k] for k in figures} == pytest.approx(figures, rel=1e-9, abs=1e-12)
     # a second demo in the same dir with another step count pretrains afresh (it used to resume the old
     # checkpoint past its own last step, then fail to find checkpoint-N)
-    threads = torch.get_num_threads()
-    try:  # --threads reaches the pretraining run (it sets torch's threads for the process)
-        again = run_demo(tmp_path / "demo", steps=60, vocab_size=2000, threads=1)
-    finally:
-        torch.set_num_threads(threads)
+    again = run_demo(tmp_path / "demo", steps=60, vocab_size=2000, threads=1)  # --threads reaches the run
     assert json.loads((tmp_path / "demo" / "pretrain" / "run.json").read_text())["train"]["threads"] == 1
     assert Path(again["checkpoint"]).name == "checkpoint-60" and Path(again["checkpoint"]).is_dir()
     assert not checkpoint.exists()

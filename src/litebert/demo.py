@@ -104,21 +104,36 @@ def build_demo_data(out: Path, vocab_size: int = 8000, seed: int = 0, say=lambda
 
 
 def demo_pretrain_config(model: str | Path, store: str | Path, out: str | Path, minutes: float = 5.0,
-                         steps: int | None = None, seed: int = 0, threads: int | None = None):
+                         steps: int | None = None, seed: int = 0, threads: int | None = None, say=None):
     """The demo's pretraining run as a PretrainConfig: DEMO_RECIPE, and for a time budget (`steps` None) a step
-    count measured on this machine, with the wall clock as the budget."""
+    count measured on this machine, with the wall clock as the budget. With `threads` None as well, the pace is
+    measured at torch's default thread count and at 1 thread, and the run takes the faster: on a machine that
+    other processes keep busy, threads that wait for each other train several times fewer tokens than one
+    (docs/recipes.md measured 5-10x), and a load average lags by a minute."""
+    import torch
+
     from litebert.pretrain import PretrainConfig, measure_seconds_per_step
 
-    base = dict(model=str(model), data=str(store), **DEMO_RECIPE, seed=seed, eval_batches=20, threads=threads)
+    base = dict(model=str(model), data=str(store), **DEMO_RECIPE, seed=seed, eval_batches=20)
     budget = None
     if steps is None:
-        per_step = measure_seconds_per_step(PretrainConfig(**base, out=str(out)), steps=10)
+        def pace(n: int | None) -> float:
+            return measure_seconds_per_step(PretrainConfig(**base, threads=n, out=str(out)), steps=10)
+
+        paces: dict[int, float] = {}
+        if threads is None and torch.get_num_threads() > 1:
+            paces = {n: pace(n) for n in (torch.get_num_threads(), 1)}  # (each probe sets the process's threads)
+            threads = min(paces, key=paces.get)
+            if say is not None:
+                say("pace measured now: " + ", ".join(f"{t:.3f} s/step with {n} thread(s)" for n, t in paces.items())
+                    + f"; pretraining with {threads} (--threads N to choose)")
+        per_step = paces[threads] if paces else pace(threads)
         # The probe's pace is a forecast: room for twice the steps it predicts, so that the wall clock, not the
         # step count, ends the run (and its schedule, which follows whichever is further along) on a machine that
         # gets quieter as well as on one that gets busier.
         steps = max(50, int(2 * minutes * 60 / per_step))
         budget = f"{minutes * 60:g}s"
-    return PretrainConfig(**base, out=str(out), steps=steps, warmup_steps=steps // 20,
+    return PretrainConfig(**base, threads=threads, out=str(out), steps=steps, warmup_steps=steps // 20,
                           log_every=max(1, steps // 20), eval_every=max(1, steps // 4), save_every=steps,
                           resume="none", max_time=budget)
 
@@ -159,18 +174,13 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
     store = build_demo_data(out, vocab_size, seed, say)
     model_config = demo_model_config(store.vocab_size)
     model_config.to_json(out / "model.json")
-    if threads is None and busy():
-        # Threads that wait for each other on a machine that is already busy train several times fewer tokens
-        # than one thread (docs/recipes.md measured 5-10x).
-        threads = 1
-        say(f"the machine is busy (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): pretraining "
-            "with 1 thread (--threads N to choose)")
     # The store was just rebuilt and the step count re-measured, so a previous demo's checkpoints (say, 1,732
     # steps on a faster machine) belong to another run: start the pretraining afresh instead of resuming them.
     if (out / "pretrain").exists():
         shutil.rmtree(out / "pretrain")
         say(f"removed the previous demo's pretraining run {out / 'pretrain'}")
-    cfg = demo_pretrain_config(out / "model.json", out / "store", out / "pretrain", minutes, steps, seed, threads)
+    cfg = demo_pretrain_config(out / "model.json", out / "store", out / "pretrain", minutes, steps, seed, threads, say)
+    threads = cfg.threads
     length = f"{cfg.steps} steps" + (f" or {minutes:g} minutes, whichever ends first (the learning-rate schedule "
                                      "follows the one further along, so it is finished either way)"
                                      if cfg.max_time else "")
@@ -192,14 +202,6 @@ def run_demo(out: str | Path = "runs/demo", minutes: float = 5.0, steps: int | N
           f"litebert plot {out / 'pretrain'})")
     say("done")
     return {**result, "checkpoint": str(last), "final": str(ckpt)}
-
-
-def busy() -> bool:
-    """The last minute's load average is at least the number of cores (never true where it cannot be read)."""
-    try:
-        return os.getloadavg()[0] >= (os.cpu_count() or 1)
-    except (AttributeError, OSError):
-        return False
 
 
 # The result is called learned when the model's [MASK]-position accuracy is at least this many times the

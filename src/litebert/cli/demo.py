@@ -14,9 +14,9 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, help="pretraining steps (default: as many as --minutes allows)")
     p.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary size (default: 8000)")
     p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice, one per core, or 1 when the "
-                                                "machine is already busy: load average >= cores); on a busy machine 1 "
-                                                "can be several times faster than threads that wait for each other")
+    p.add_argument("--threads", type=int, help="torch threads (default: whichever of torch's choice, one per core, "
+                                                "and 1 trains faster in a pace probe at the start; on a busy machine 1 "
+                                                "can be several times faster than threads that wait for each other)")
     p.set_defaults(func=run)
 
 
