@@ -84,13 +84,15 @@ def test_every_head_family_matches_cpu_fp32(gpu_device, family, precision, mode)
         assert err <= REL_TOL[precision], f"{family.name} {name}: relative error {err:.2e} ({precision}, {mode})"
 
 
+@pytest.mark.parametrize("slopes", [None, [2.0, 0.5]], ids=["albert", "distance-bias"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 @pytest.mark.parametrize("impl", ["sdpa", "math"])
-def test_padding_leaves_the_real_positions_alone(gpu_device, impl, precision):
+def test_padding_leaves_the_real_positions_alone(gpu_device, impl, precision, slopes):
     """A row padded from 20 to 48 tokens gives, at its 20 real positions, what it gives alone: the attention mask
-    reaches the fused (SDPA) and the explicit kernels alike, forward and backward."""
+    reaches the fused (SDPA) and the explicit kernels alike, forward and backward; with a distance bias too (a
+    float mask: SDPA's memory-efficient kernel instead of Flash)."""
     torch.manual_seed(0)
-    config = AlbertConfig(**TINY)
+    config = AlbertConfig(**TINY, distance_bias=slopes)
     model = models.AlbertModel(config).to(gpu_device)
     set_attention_impl(model, impl)
     short = synthetic_inputs(config, 1, 20)

@@ -75,9 +75,10 @@ class AlbertConfig:
     layer_norm_position: str = "post"
     # One slope per attention head, or None (ALBERT's attention, the default). Head h's score for query i and key j
     # gets -slope_h x |i - j| added: ALiBi's bias (Press et al., 2022), symmetric for an encoder, on top of the
-    # learned absolute positions; the [CLS] query (which the pooler reads) is exempt and sees the whole sequence. Not ALBERT's (no Hugging Face or TF form): a lever for small budgets, where a model
-    # must find its neighbours through position embeddings it learns from scratch, and at a few million tokens has
-    # not (docs/recipes.md, "Session 19"). `distance_bias_slopes` gives the geometric set the demo uses.
+    # learned absolute positions; the [CLS] query (which the pooler reads) is exempt and sees the whole sequence.
+    # Not ALBERT's (no Hugging Face or TF form): a lever for small budgets, where a model must find its neighbours
+    # through position embeddings it learns from scratch, and at a few million tokens has not (docs/recipes.md,
+    # "Session 19"). `distance_bias_slopes` gives the geometric set the demo uses.
     distance_bias: list[float] | None = None
 
     def __post_init__(self) -> None:
