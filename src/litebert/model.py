@@ -106,7 +106,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
                                and torch.is_grad_enabled() and q.requires_grad)
         impl = "math" if slow_fused_backward else "sdpa"
     if mask is not None and mask.is_floating_point():
-        mask = mask.to(q.dtype)  # (built in fp32; SDPA wants q's dtype, bf16 under autocast)
+        mask = mask.to(q.dtype)  # SDPA wants q's dtype (a no-op for Encoder.attention_bias's, built in it)
     if impl == "sdpa":
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     probs = attention_weights(q, k, mask).to(v.dtype)
@@ -230,18 +230,22 @@ class Encoder(nn.Module):
     def block(self, x: torch.Tensor, mask: torch.Tensor | None, attn: int, ffn: int, packed=None) -> torch.Tensor:
         return self.ffn[ffn](self.attention[attn](x, mask, packed))
 
-    def attention_bias(self, mask: torch.Tensor | None, L: int) -> torch.Tensor | None:
+    def attention_bias(self, mask: torch.Tensor | None, x: torch.Tensor, L: int) -> torch.Tensor | None:
         """What the attention adds to its scores: the padding mask (boolean [B, 1, 1, L], or None), or with
         config.distance_bias, -slope_h x |i - j| with padded keys at -inf: float [B or 1, heads, L, L]. The [CLS]
         query (row 0) is exempt: the token that the pooler, SOP and classification read sees the whole sequence
         unbiased (without that, SOP fell from 69% to 52-60%); the other tokens read [CLS] at its distance like
-        any token (exempting that too cost 1.3-2.3 points at [MASK]; docs/recipes.md, "Session 19")."""
+        any token (exempting that too cost 1.3-2.3 points at [MASK]; docs/recipes.md, "Session 19").
+        Built in the dtype the attention's q will have (`x`'s, or autocast's), once per forward rather than
+        converted at every layer."""
         if self.distance_slopes is None:
             return mask
+        kind = x.device.type
+        dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
         pos = torch.arange(L, device=self.distance_slopes.device)
         distance = (pos[:, None] - pos[None, :]).abs()  # [L, L]
         distance[0, :] = 0
-        bias = -self.distance_slopes * distance  # [heads, L, L]
+        bias = (-self.distance_slopes * distance).to(dtype)  # [heads, L, L]
         if mask is None:
             return bias[None]
         return torch.where(mask, bias, float("-inf"))  # [B, heads, L, L] (every row keeps its real [CLS])
@@ -251,7 +255,7 @@ class Encoder(nn.Module):
             return self.forward_unpadded(x, mask)  # (a batch without padding gains nothing from packing)
         if self.project_in is not None:
             x = self.project_in(x)  # [B, L, E] -> [B, L, H]
-        bias = self.attention_bias(mask, x.shape[1])
+        bias = self.attention_bias(mask, x, x.shape[1])
         for attn, ffn in self.schedule:
             if self.gradient_checkpointing and self.training:
                 x = checkpoint(self.block, x, bias, attn, ffn, use_reentrant=False)
@@ -266,7 +270,7 @@ class Encoder(nn.Module):
         x = x.reshape(B * L, -1).index_select(0, idx)  # [T, E]
         if self.project_in is not None:
             x = self.project_in(x)  # [T, H]
-        bias = self.attention_bias(mask, L)
+        bias = self.attention_bias(mask, x, L)
         for attn, ffn in self.schedule:
             x = self.block(x, bias, attn, ffn, (idx, B, L))
         if self.final_norm is not None:
