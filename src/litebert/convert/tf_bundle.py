@@ -436,6 +436,9 @@ def _decode_array(entry: TensorEntry, raw: bytes, endianness: str) -> np.ndarray
     if any(d < 0 for d in entry.shape):
         raise Corrupt(f"negative dimension in shape {list(entry.shape)}")
     count = math.prod(entry.shape)
+    # numpy refuses a shape whose non-zero dimensions multiply past its index range, even when one is 0
+    if math.prod(d for d in entry.shape if d) * 16 > np.iinfo(np.intp).max:
+        raise Corrupt(f"shape {list(entry.shape)} is too large for any array")
     if entry.dtype == DT_STRING:
         return _decode_strings(raw, count).reshape(entry.shape)
     dtype = TF_DTYPES[entry.dtype][1]
