@@ -18,8 +18,11 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(VENV)/bin/litebert demo --out runs/demo
 
+# The whole suite, one pytest-xdist worker per core up to 4 (tests/conftest.py gives each worker its share of the
+# cores as torch threads). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell python3 -c "import os; print(min(4, os.cpu_count() or 1))")
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The fast tier (tests/conftest.py FAST_MODULES): each layer's unit tests and the parity checks, about 2 minutes.
 test-fast: install

@@ -48,12 +48,19 @@ def gpu_device():
     return device
 
 
+def test_threads() -> int:
+    """Torch threads per test process: the cores shared among pytest-xdist's workers (`make test` runs one per
+    core), at most 2. Tests are small: more threads than cores only adds noise on the 2-core CI machine, and
+    threads that wait for each other across workers train several times slower (docs/recipes.md)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, min(2, (os.cpu_count() or 1) // workers))
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads():
-    # Tests are small: more threads than cores only adds noise on the 2-core CI machine.
     import torch
 
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(test_threads())
     yield
 
 
@@ -61,7 +68,7 @@ def _torch_threads():
 # `make test-fast` runs the modules below (unit tests of each layer, parity with the references; about a minute
 # of CPU); `make test` runs everything, as CI does. A module belongs here when all of it stays cheap: pick by the
 # CPU seconds that `LITEBERT_TEST_CPU=cpu.json pytest ...` records (CPU, not wall clock: it does not depend on
-# what else the machine runs).
+# what else the machine runs; under pytest-xdist each worker writes cpu.json.gwN).
 FAST_MODULES = {
     "test_config", "test_layering", "test_metrics", "test_optim", "test_option_checks", "test_json_files",
     "test_progress", "test_device", "test_model", "test_parity_hf", "test_tasks", "test_corpus", "test_heads",
@@ -98,6 +105,9 @@ def pytest_sessionfinish(session):
     path = os.environ.get("LITEBERT_TEST_CPU")
     if path and _cpu_seconds:
         import json
+
+        if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # each xdist worker records its own tests
+            path = f"{path}.{worker}"
 
         with open(path, "w") as f:
             json.dump(dict(sorted(_cpu_seconds.items(), key=lambda kv: -kv[1])), f, indent=1)

@@ -13,14 +13,16 @@ from litebert.rundir import resolve_model_dir
 
 
 @pytest.fixture
-def default_threads():
-    """torch's thread count before the test; restored after it (the demo sets the process's threads)."""
-    threads = torch.get_num_threads()
-    yield threads
-    torch.set_num_threads(threads)
+def two_threads():
+    """Two torch threads for the test, so the demo's pace probe (2 threads against 1) runs even where pytest-xdist
+    gives each worker one; the count before is restored after (the demo sets the process's threads)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
 
 
-def test_demo_runs_every_stage_offline(tmp_path, capsys, default_threads):
+def test_demo_runs_every_stage_offline(tmp_path, capsys, two_threads):
     result = run_demo(tmp_path / "demo", minutes=0.01, vocab_size=2000)
     checkpoint = Path(result["checkpoint"])
     # 0.6 s of budget: the schedule gets its floor of 50 steps, and the time budget stops the run within it
@@ -41,11 +43,10 @@ def test_demo_runs_every_stage_offline(tmp_path, capsys, default_threads):
     captured = capsys.readouterr()
     assert step == 50 or "--max-time 0.6s reached" in captured.err
     # with no --threads the demo times a few steps at torch's thread count and at 1 and trains with the faster
-    if default_threads > 1:
-        chosen = re.search(r"pace measured now: .*; pretraining with (\d+) \(--threads N", captured.err)
-        assert chosen, captured.err[-2000:]
-        recorded = json.loads((tmp_path / "demo" / "pretrain" / "run.json").read_text())["train"]["threads"]
-        assert recorded == int(chosen.group(1))
+    chosen = re.search(r"pace measured now: .*; pretraining with (\d+) \(--threads N", captured.err)
+    assert chosen, captured.err[-2000:]
+    recorded = json.loads((tmp_path / "demo" / "pretrain" / "run.json").read_text())["train"]["threads"]
+    assert recorded == int(chosen.group(1))
     printed = captured.out
     assert printed.count("    -> ") == len(FILL_MASK_EXAMPLES)  # one line of top-5 answers per example
     # the summary leads with the [MASK]-position figure and ends with a verdict on it

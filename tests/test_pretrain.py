@@ -554,7 +554,7 @@ def test_pretraining_learns_mlm_and_sentence_order(shared_data, tmp_path):
     run = tmp_path / "run"
     pretrain(PretrainConfig(model=str(tmp_path / "model.json"), data=str(tmp_path / "store"), out=str(run),
                             max_seq_length=64, max_predictions_per_seq=10, batch_size=64, micro_batch_size=64,
-                            steps=500, lr=5e-3, warmup_steps=50, precision="auto", threads=2, log_every=10,
+                            steps=500, lr=5e-3, warmup_steps=50, precision="auto", log_every=10,
                             save_every=500, eval_batches=4))
 
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -600,7 +600,7 @@ def test_pretraining_learns_to_read_the_neighbours_of_a_mask(tmp_path):
     pretrain(PretrainConfig(model=str(tmp_path / "m.json"), data=str(store.path), out=str(run), max_seq_length=32,
                             max_predictions_per_seq=10, batch_size=64, micro_batch_size=64, steps=600, lr=2e-3,
                             optimizer="adamw", warmup_steps=60, projection_init="unit", projection_lr_scale=0.03,
-                            threads=2, log_every=50, save_every=600, eval_batches=8))
+                            log_every=50, save_every=600, eval_batches=8))
 
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     held_out = [r for r in rows if "eval_mlm_acc_mask" in r][-1]
