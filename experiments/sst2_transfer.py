@@ -83,10 +83,19 @@ def main() -> None:
             scores[name, lr] = finetune_sst2(model_dir, out / f"sst2-n{args.train_examples}-{name}-lr{lr:g}",
                                              data / "glue", seeds=args.seeds, lr=lr, steps=args.finetune_steps,
                                              train_examples=args.train_examples, eval_every=100)
+    tag = f"{'-'.join(wanted)}-n{args.train_examples}"  # runs for other inits or sizes keep their own files
+    earlier = out / f"summary-{tag}.json"
+    if earlier.is_file():  # a call with other --lrs for the same checkpoint and budget adds its rows to the table
+        saved = json.loads(earlier.read_text())
+        same = {k: saved["args"].get(k) for k in ("pretrained", "finetune_steps", "seeds")} == {
+            "pretrained": args.pretrained, "finetune_steps": args.finetune_steps, "seeds": args.seeds}
+        for key, vals in (saved["sst2_dev_accuracy"].items() if same else ()):
+            name, lr = key.rsplit(" lr ", 1)
+            scores.setdefault((name, float(lr)), vals)
+        scores = dict(sorted(scores.items(), key=lambda kv: (kv[0][1], kv[0][0])))  # by lr, as the loop runs
     summary = {"pretrain_steps": steps, "pretrain_minutes": pretrain_minutes, "pretrain_eval": result,
                "sst2_dev_accuracy": {f"{n} lr {lr:g}": v for (n, lr), v in scores.items()}, "args": vars(args)}
-    tag = f"{'-'.join(wanted)}-n{args.train_examples}"  # runs for other inits or sizes keep their own files
-    (out / f"summary-{tag}.json").write_text(json.dumps(summary, indent=2, default=str))
+    earlier.write_text(json.dumps(summary, indent=2, default=str))
     how = (f"the checkpoint {pretrained} (its run's log: {steps} steps in {pretrain_minutes:.1f} minutes)"
            if args.pretrained else f"{steps} steps of {args.batch_size} x 128 tokens (MLM + SOP, LAMB, lr {args.lr:g}) "
                                    f"in {pretrain_minutes:.1f} minutes on this machine")
