@@ -48,7 +48,7 @@ def gpu_device():
     return device
 
 
-def test_threads() -> int:
+def threads_per_test() -> int:
     """Torch threads per test process: the cores shared among pytest-xdist's workers (`make test` runs one per
     core), at most 2. Tests are small: more threads than cores only adds noise on the 2-core CI machine, and
     threads that wait for each other across workers train several times slower (docs/recipes.md)."""
@@ -60,7 +60,7 @@ def test_threads() -> int:
 def _torch_threads():
     import torch
 
-    torch.set_num_threads(test_threads())
+    torch.set_num_threads(threads_per_test())
     yield
 
 
