@@ -130,6 +130,7 @@ TF_DTYPES: dict[int, tuple[str, np.dtype | None]] = {
     22: ("uint32", np.dtype("<u4")),
     23: ("uint64", np.dtype("<u8")),
 }
+LARGEST_ITEMSIZE = max(d.itemsize for _, d in TF_DTYPES.values() if d is not None)  # bytes (complex128: 16)
 _UNSUPPORTED_DTYPES = {
     11: "qint8", 12: "quint8", 13: "qint32", 15: "qint16", 16: "quint16",
     20: "resource", 21: "variant",
@@ -437,7 +438,7 @@ def _decode_array(entry: TensorEntry, raw: bytes, endianness: str) -> np.ndarray
         raise Corrupt(f"negative dimension in shape {list(entry.shape)}")
     count = math.prod(entry.shape)
     # numpy refuses a shape whose non-zero dimensions multiply past its index range, even when one is 0
-    if math.prod(d for d in entry.shape if d) * 16 > np.iinfo(np.intp).max:
+    if math.prod(d for d in entry.shape if d) * LARGEST_ITEMSIZE > np.iinfo(np.intp).max:
         raise Corrupt(f"shape {list(entry.shape)} is too large for any array")
     if entry.dtype == DT_STRING:
         return _decode_strings(raw, count).reshape(entry.shape)
