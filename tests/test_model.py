@@ -3,7 +3,7 @@ import torch
 
 from litebert import AlbertConfig, AlbertForPreTraining, AlbertModel, AlbertForSequenceClassification
 from litebert.errors import CheckpointError
-from litebert.model import AlbertForQuestionAnswering, layer_schedule, masked_lm_loss
+from litebert.model import AlbertForQuestionAnswering, layer_schedule, masked_lm_loss, predicted_ids
 
 
 def tiny(**kw) -> AlbertConfig:
@@ -57,6 +57,14 @@ def test_mlm_loss_matches_cross_entropy_and_global_denominator():
     assert torch.allclose(masked_lm_loss(logits, ids, w), ce)
     # With a global denominator (say 6 tokens over the whole accumulated batch) the sum is divided by it.
     assert torch.allclose(masked_lm_loss(logits, ids, w, denominator=6.0), ce * 3 / 6)
+
+
+def test_predicted_ids_equal_bf16_argmax_ties_included():
+    # Rounded to bf16, many logits tie at the maximum: the widened argmax must still pick the first of them.
+    logits = (torch.randn(4, 26, 8000) * 0.01).round(decimals=2).bfloat16()
+    ties = (logits == logits.amax(-1, keepdim=True)).sum(-1)
+    assert (ties > 1).any()
+    assert torch.equal(predicted_ids(logits), logits.argmax(-1))
 
 
 def test_padding_does_not_change_real_tokens():

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from litebert.model import predicted_ids
+
 MASKED, KEPT, RANDOM = 0, 1, 2  # masked_kinds values: what the 80/10/10 rule did at each target
 KINDS = {"mask": MASKED, "kept": KEPT, "random": RANDOM}
 BASELINES = ("commonest", "copy", "copy_commonest", "bigram", "copy_bigram")
@@ -128,7 +130,7 @@ class MlmTally:
         labels = batch["masked_ids"].cpu().numpy()  # [B, P]
         self.targets += np.bincount(kinds, minlength=3)
         if logits is not None:
-            hit = (logits.argmax(-1).cpu().numpy() == labels)[weights]
+            hit = (predicted_ids(logits).cpu().numpy() == labels)[weights]
             self.model += np.bincount(kinds, weights=hit.astype(np.float64), minlength=3).astype(np.int64)
         if loss is not None:
             self.loss += np.bincount(kinds, weights=loss.detach().float().cpu().numpy()[weights], minlength=3)

@@ -449,6 +449,13 @@ def gather_positions(sequence_output: torch.Tensor, positions: torch.Tensor) -> 
     return torch.gather(sequence_output, 1, index)
 
 
+def predicted_ids(logits: torch.Tensor) -> torch.Tensor:
+    """The argmax over the last dimension: [..., V] -> [...]. Widened to float32 first because torch's CPU argmax
+    over bf16 is ~5x slower than the widening plus a float32 argmax (V = 8,000, one thread: 12 ms against 2.4 ms,
+    a sixth of a small model's training step). Widening is exact, so the ids (the first maximum) do not change."""
+    return logits.float().argmax(-1)
+
+
 def masked_lm_loss(mlm_logits: torch.Tensor, masked_ids: torch.Tensor, masked_weights: torch.Tensor,
                    denominator: torch.Tensor | float | None = None) -> torch.Tensor:
     """Sum of cross-entropy over real masked tokens, divided by `denominator`.

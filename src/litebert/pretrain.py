@@ -43,7 +43,7 @@ from litebert.files import atomic_write, read_json
 from litebert.health import (CollapseWatch, collapse_message, dip_message, is_collapsed, representation_health,
                              store_health_batch, warn_collapsed)
 from litebert.mlm_scores import summary_line
-from litebert.model import masked_lm_loss, model_flops_per_token
+from litebert.model import masked_lm_loss, model_flops_per_token, predicted_ids
 from litebert.model_card import Result, Training, write_model_card
 from litebert.pretrain_config import PretrainConfig
 from litebert.pretrain_eval import held_out_eval
@@ -96,9 +96,9 @@ def train_step(run: Run, batches: list[dict[str, torch.Tensor]]) -> dict[str, fl
         with torch.no_grad():
             w = b["masked_weights"]
             figures.append(torch.stack([mlm.detach().float(),
-                                        ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().float(),
+                                        ((predicted_ids(out.mlm_logits) == b["masked_ids"]) * w).sum().float(),
                                         sop.detach().float(),
-                                        (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().float()]))
+                                        (predicted_ids(out.sop_logits) == b["sop_labels"]).sum().float()]))
     run.scaler.unscale_(run.optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.raw_model.parameters(), run.cfg.max_grad_norm)
     # The step's one device -> host copy: [accum * 4 figures, grad norm].

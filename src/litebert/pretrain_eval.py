@@ -31,7 +31,7 @@ from litebert.device import autocast, for_inference, resolve_precision
 from litebert.errors import CheckpointError, ConfigError, TokenizerError
 from litebert.files import read_json
 from litebert.mlm_scores import MlmTally, piece_table
-from litebert.model import AlbertForPreTraining
+from litebert.model import AlbertForPreTraining, predicted_ids
 from litebert.model_card import has_tokenizer
 from litebert.pretrain_config import PretrainConfig
 from litebert.rundir import FINAL_STEP_FILE, RUN_RECORD, resolve_model_dir, resolve_run_dir
@@ -110,8 +110,8 @@ def evaluate_checkpoint(model: AlbertForPreTraining, store, objective: str = "so
         per_target = F.cross_entropy(out.mlm_logits.flatten(0, -2).float(), b["masked_ids"].flatten(),
                                      reduction="none").view(w.shape)  # [B, P]
         totals += torch.tensor([(per_target * w).sum().item(),
-                                ((out.mlm_logits.argmax(-1) == b["masked_ids"]) * w).sum().item(),
-                                w.sum().item(), (out.sop_logits.argmax(-1) == b["sop_labels"]).sum().item()],
+                                ((predicted_ids(out.mlm_logits) == b["masked_ids"]) * w).sum().item(),
+                                w.sum().item(), (predicted_ids(out.sop_logits) == b["sop_labels"]).sum().item()],
                                dtype=torch.float64)
         tally.add(host, out.mlm_logits, per_target)
     masked = max(totals[2].item(), 1.0)
