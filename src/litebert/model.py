@@ -451,8 +451,9 @@ def gather_positions(sequence_output: torch.Tensor, positions: torch.Tensor) -> 
 
 def predicted_ids(logits: torch.Tensor) -> torch.Tensor:
     """The argmax over the last dimension: [..., V] -> [...]. Widened to float32 first because torch's CPU argmax
-    over bf16 is ~5x slower than the widening plus a float32 argmax (V = 8,000, one thread: 12 ms against 2.4 ms,
-    a sixth of a small model's training step). Widening is exact, so the ids (the first maximum) do not change."""
+    over bf16 is ~5x slower than the widening plus a float32 argmax ([16, 26, 8000] logits, one thread: 12 ms
+    against 2.4 ms; a 60-step profile of the demo model's training and held-out scoring spent 0.74 s in argmax
+    before, 0.14 s after). Widening is exact, so the ids (the first maximum) do not change."""
     return logits.float().argmax(-1)
 
 
